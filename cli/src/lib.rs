@@ -1,0 +1,176 @@
+//! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
+//! `catalog load`, `search`. Assembly of the processes lives here ([`node`]); the client commands
+//! talk to a router over its public gRPC API ([`client`]).
+
+pub mod client;
+pub mod demo;
+pub mod node;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentsearch_common::config::{Config, Secret};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agentsearch",
+    version,
+    about = "Retrieval for AI agents: tool search over gRPC and HTTP/JSON"
+)]
+pub struct Cli {
+    /// TOML configuration file (overridden by AGENTSEARCH_* environment variables, then flags).
+    #[arg(long, global = true, env = "AGENTSEARCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Router, in-process shards, embedded metadata store and the demo catalog, in one process.
+    Serve(ServeArgs),
+    /// One shard process serving the internal shard API.
+    Shard(ShardArgs),
+    /// A router over remote shards, with metadata in PostgreSQL.
+    Router(RouterArgs),
+    /// Catalog maintenance.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Search tools and print a table (or the JSON response).
+    Search(client::SearchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// REST listen address.
+    #[arg(long)]
+    pub http: Option<std::net::SocketAddr>,
+    /// gRPC listen address.
+    #[arg(long)]
+    pub grpc: Option<std::net::SocketAddr>,
+    /// Where indexes and metadata persist.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Number of in-process shards.
+    #[arg(long)]
+    pub shards: Option<u32>,
+    /// Do not load the demo catalog on first start.
+    #[arg(long)]
+    pub no_demo: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ShardArgs {
+    #[arg(long)]
+    pub grpc: Option<std::net::SocketAddr>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct RouterArgs {
+    #[arg(long)]
+    pub http: Option<std::net::SocketAddr>,
+    #[arg(long)]
+    pub grpc: Option<std::net::SocketAddr>,
+    /// Shard gRPC addresses, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub shards: Vec<String>,
+    /// PostgreSQL URL (or postgres.url in the config, or AGENTSEARCH_POSTGRES__URL).
+    #[arg(long)]
+    pub postgres: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CatalogCommand {
+    /// Upsert tools from a JSONL file (one tool per line), idempotent per tool name.
+    Load(client::LoadArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let mut config = load_config(cli.config.as_deref())?;
+            config.http = args.http.unwrap_or(config.http);
+            config.grpc = args.grpc.unwrap_or(config.grpc);
+            config.data_dir = args.data_dir.unwrap_or(config.data_dir);
+            config.shards.local = args.shards.unwrap_or(config.shards.local);
+            config.validate()?;
+            agentsearch_common::telemetry::init(config.log.json);
+            node::serve_embedded(config, !args.no_demo, shutdown_signal()).await
+        }
+        Command::Shard(args) => {
+            let mut config = load_config(cli.config.as_deref())?;
+            config.grpc = args.grpc.unwrap_or(config.grpc);
+            config.data_dir = args.data_dir.unwrap_or(config.data_dir);
+            agentsearch_common::telemetry::init(config.log.json);
+            node::serve_shard(config, shutdown_signal()).await
+        }
+        Command::Router(args) => {
+            let mut config = load_config(cli.config.as_deref())?;
+            config.http = args.http.unwrap_or(config.http);
+            config.grpc = args.grpc.unwrap_or(config.grpc);
+            if !args.shards.is_empty() {
+                config.shards.remote = args.shards;
+            }
+            if let Some(url) = args.postgres {
+                config.postgres.url = Some(Secret::new(url));
+            }
+            config.validate()?;
+            agentsearch_common::telemetry::init(config.log.json);
+            node::serve_router(config, shutdown_signal()).await
+        }
+        Command::Catalog(CatalogCommand::Load(args)) => client::load(args).await,
+        Command::Search(args) => client::search(args).await,
+    }
+}
+
+fn load_config(file: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    Ok(Config::load(file)?)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}

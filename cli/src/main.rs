@@ -1,0 +1,5 @@
+//! The `agentsearch` binary; everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    agentsearch::main()
+}

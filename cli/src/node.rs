@@ -1,0 +1,160 @@
+//! Assembles processes from the configuration: the embedded default, a shard, a router.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsearch_common::config::Config;
+use agentsearch_common::shard::ShardApi;
+use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
+use agentsearch_router::auth::Auth;
+use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient, ShardSet};
+use agentsearch_shard::LocalShard;
+use agentsearch_store::{MetadataStore, PgStore, SqliteStore};
+use anyhow::Context;
+
+/// How often shards flush dense-index snapshots.
+const FLUSH_EVERY: Duration = Duration::from_secs(5);
+
+/// Loads the embedding model named by the configuration.
+pub fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
+    let started = std::time::Instant::now();
+    let model = MiniLm::load(&config.embed.model_dir).with_context(|| {
+        format!(
+            "loading the embedding model from {} (run scripts/fetch-model.sh)",
+            config.embed.model_dir.display()
+        )
+    })?;
+    tracing::info!(
+        model = model.model_id(),
+        dim = model.dim(),
+        ms = started.elapsed().as_millis() as u64,
+        "embedding model loaded"
+    );
+    Ok(Arc::new(model))
+}
+
+pub fn settings(config: &Config) -> RouterSettings {
+    RouterSettings {
+        search: config.search.clone(),
+        replication: config.shards.replication as usize,
+        embed_batch_size: config.embed.batch_size,
+    }
+}
+
+/// Opens `count` shards under `data_dir/shards/`.
+pub fn open_local_shards(data_dir: &Path, count: u32) -> anyhow::Result<Vec<ShardClient>> {
+    (0..count)
+        .map(|i| {
+            let dir = data_dir.join("shards").join(format!("shard-{i}"));
+            let shard = Arc::new(
+                LocalShard::open(&dir)
+                    .with_context(|| format!("opening shard in {}", dir.display()))?,
+            );
+            shard.start_flusher(FLUSH_EVERY);
+            Ok(ShardClient::Local(shard as Arc<dyn ShardApi>))
+        })
+        .collect()
+}
+
+/// Builds the embedded router: in-process shards, SQLite metadata, the model, the query cache.
+pub async fn embedded_router(
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+) -> anyhow::Result<Arc<Router>> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let store: Arc<dyn MetadataStore> =
+        Arc::new(SqliteStore::open(&config.data_dir.join("metadata.sqlite"))?);
+    let shards = ShardSet::discover(
+        open_local_shards(&config.data_dir, config.shards.local)?,
+        Duration::ZERO,
+    )
+    .await?;
+    let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
+    Ok(Arc::new(Router::new(
+        store,
+        shards,
+        cached,
+        settings(config),
+    )))
+}
+
+/// `agentsearch serve`.
+pub async fn serve_embedded(
+    config: Config,
+    load_demo: bool,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let auth = Auth::new(config.auth.token.clone());
+    auth.check_bind(config.http, "the REST API")?;
+    auth.check_bind(config.grpc, "the gRPC API")?;
+    let embedder = load_embedder(&config)?;
+    let router = embedded_router(&config, embedder).await?;
+    if load_demo {
+        crate::demo::load_if_empty(&router).await?;
+    }
+    if !auth.enabled() {
+        tracing::warn!("authentication is off: allowed only because every listener is on loopback");
+    }
+    agentsearch_router::serve(router, auth, config.http, config.grpc, shutdown).await?;
+    Ok(())
+}
+
+/// `agentsearch shard`.
+pub async fn serve_shard(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    Auth::new(config.auth.token.clone()).check_bind(config.grpc, "the shard API")?;
+    let shard = Arc::new(LocalShard::open(&config.data_dir)?);
+    shard.start_flusher(FLUSH_EVERY);
+    agentsearch_shard::serve(shard, config.grpc, shutdown).await?;
+    Ok(())
+}
+
+/// Connects to PostgreSQL as configured.
+pub async fn postgres_store(config: &Config) -> anyhow::Result<Arc<dyn MetadataStore>> {
+    let url = config.postgres.url.as_ref().context(
+        "postgres.url is required by `router` (--postgres, or AGENTSEARCH_POSTGRES__URL)",
+    )?;
+    let schema = config
+        .postgres
+        .schema
+        .clone()
+        .unwrap_or_else(|| "agentsearch".to_string());
+    let pool = config.postgres.pool_size.unwrap_or(16) as usize;
+    Ok(Arc::new(
+        PgStore::connect(url.expose(), &schema, pool)
+            .await
+            .context("connecting to PostgreSQL")?,
+    ))
+}
+
+/// `agentsearch router`.
+pub async fn serve_router(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !config.shards.remote.is_empty(),
+        "shards.remote is empty: pass --shards host:port,..."
+    );
+    let auth = Auth::new(config.auth.token.clone());
+    auth.check_bind(config.http, "the REST API")?;
+    auth.check_bind(config.grpc, "the gRPC API")?;
+    let store = postgres_store(&config).await?;
+    let clients = config
+        .shards
+        .remote
+        .iter()
+        .map(|addr| GrpcShard::connect_lazy(addr).map(ShardClient::Grpc))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shards = ShardSet::discover(clients, Duration::from_secs(30)).await?;
+    tracing::info!(shards = ?shards.ids(), "shards discovered");
+    let embedder = load_embedder(&config)?;
+    let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
+    let router = Arc::new(Router::new(store, shards, cached, settings(&config)));
+    agentsearch_router::serve(router, auth, config.http, config.grpc, shutdown).await?;
+    Ok(())
+}

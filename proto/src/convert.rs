@@ -1,0 +1,363 @@
+//! Conversions between the internal shard messages and the domain types of
+//! `agentsearch_common::shard`.
+
+use agentsearch_common::Error;
+use agentsearch_common::shard::{
+    Hit, IndexedTool, PartFailure, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
+    ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+};
+use agentsearch_common::tool::{SideEffect, ToolRecord};
+
+use crate::shard_v1 as pb;
+
+fn side_effect(field: &str, value: &str) -> Result<SideEffect, Error> {
+    value
+        .parse()
+        .map_err(|issue: String| Error::invalid(field, issue))
+}
+
+impl From<ShardInfo> for pb::InfoResponse {
+    fn from(i: ShardInfo) -> Self {
+        Self {
+            shard_id: i.shard_id,
+            indexes: i.indexes,
+            tools: i.tools,
+            resident_bytes: i.resident_bytes,
+        }
+    }
+}
+
+impl From<pb::InfoResponse> for ShardInfo {
+    fn from(i: pb::InfoResponse) -> Self {
+        Self {
+            shard_id: i.shard_id,
+            indexes: i.indexes,
+            tools: i.tools,
+            resident_bytes: i.resident_bytes,
+        }
+    }
+}
+
+impl From<TermStatsRequest> for pb::TermStatsRequest {
+    fn from(r: TermStatsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integrations: r.integrations,
+            query: r.query,
+        }
+    }
+}
+
+impl From<pb::TermStatsRequest> for TermStatsRequest {
+    fn from(r: pb::TermStatsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integrations: r.integrations,
+            query: r.query,
+        }
+    }
+}
+
+impl From<TermStats> for pb::TermStatsResponse {
+    fn from(s: TermStats) -> Self {
+        Self {
+            total_docs: s.total_docs,
+            field_tokens: s
+                .field_tokens
+                .into_iter()
+                .map(|(field, tokens)| pb::FieldTokens { field, tokens })
+                .collect(),
+            doc_freqs: s
+                .doc_freqs
+                .into_iter()
+                .map(|((field, term), doc_freq)| pb::DocFreq {
+                    field,
+                    term,
+                    doc_freq,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<pb::TermStatsResponse> for TermStats {
+    fn from(s: pb::TermStatsResponse) -> Self {
+        Self {
+            total_docs: s.total_docs,
+            field_tokens: s
+                .field_tokens
+                .into_iter()
+                .map(|f| (f.field, f.tokens))
+                .collect(),
+            doc_freqs: s
+                .doc_freqs
+                .into_iter()
+                .map(|d| ((d.field, d.term), d.doc_freq))
+                .collect(),
+        }
+    }
+}
+
+impl From<ShardSearchRequest> for pb::SearchToolsRequest {
+    fn from(r: ShardSearchRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integrations: r.integrations,
+            query: r.query,
+            vector: r.vector.unwrap_or_default(),
+            categories: r.categories,
+            max_side_effect: r
+                .max_side_effect
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
+            limit: r.limit,
+            lexical: r.lexical,
+            stats: r.stats.map(Into::into),
+        }
+    }
+}
+
+impl TryFrom<pb::SearchToolsRequest> for ShardSearchRequest {
+    type Error = Error;
+
+    fn try_from(r: pb::SearchToolsRequest) -> Result<Self, Error> {
+        let max_side_effect = match r.max_side_effect.as_str() {
+            "" => None,
+            s => Some(side_effect("maxSideEffect", s)?),
+        };
+        Ok(Self {
+            project_id: r.project_id,
+            integrations: r.integrations,
+            query: r.query,
+            vector: (!r.vector.is_empty()).then_some(r.vector),
+            categories: r.categories,
+            max_side_effect,
+            limit: r.limit,
+            lexical: r.lexical,
+            stats: r.stats.map(Into::into),
+        })
+    }
+}
+
+impl From<Hit> for pb::Hit {
+    fn from(h: Hit) -> Self {
+        Self {
+            name: h.name,
+            integration: h.integration,
+            score: h.score,
+        }
+    }
+}
+
+impl From<pb::Hit> for Hit {
+    fn from(h: pb::Hit) -> Self {
+        Self {
+            name: h.name,
+            integration: h.integration,
+            score: h.score,
+        }
+    }
+}
+
+impl From<ToolRecord> for pb::ToolRecord {
+    fn from(t: ToolRecord) -> Self {
+        Self {
+            name: t.name,
+            integration: t.integration,
+            category: t.category,
+            side_effect: t.side_effect.as_str().to_string(),
+            description: t.description,
+            parameters_json: t.parameters,
+            tokens: t.tokens,
+        }
+    }
+}
+
+impl TryFrom<pb::ToolRecord> for ToolRecord {
+    type Error = Error;
+
+    fn try_from(t: pb::ToolRecord) -> Result<Self, Error> {
+        Ok(Self {
+            side_effect: side_effect("sideEffect", &t.side_effect)?,
+            name: t.name,
+            integration: t.integration,
+            category: t.category,
+            description: t.description,
+            parameters: t.parameters_json,
+            tokens: t.tokens,
+        })
+    }
+}
+
+impl From<PartFailure> for pb::PartFailure {
+    fn from(f: PartFailure) -> Self {
+        Self {
+            integration: f.integration,
+            retriever: f.retriever,
+            message: f.message,
+        }
+    }
+}
+
+impl From<pb::PartFailure> for PartFailure {
+    fn from(f: pb::PartFailure) -> Self {
+        Self {
+            integration: f.integration,
+            retriever: f.retriever,
+            message: f.message,
+        }
+    }
+}
+
+fn hits<T, U: From<T>>(v: Vec<T>) -> Vec<U> {
+    v.into_iter().map(Into::into).collect()
+}
+
+impl From<ShardSearchResponse> for pb::SearchToolsResponse {
+    fn from(r: ShardSearchResponse) -> Self {
+        Self {
+            lexical: hits(r.lexical),
+            dense: hits(r.dense),
+            excluded_lexical: hits(r.excluded_lexical),
+            excluded_dense: hits(r.excluded_dense),
+            tools: hits(r.tools),
+            failures: hits(r.failures),
+        }
+    }
+}
+
+impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
+    type Error = Error;
+
+    fn try_from(r: pb::SearchToolsResponse) -> Result<Self, Error> {
+        Ok(Self {
+            lexical: hits(r.lexical),
+            dense: hits(r.dense),
+            excluded_lexical: hits(r.excluded_lexical),
+            excluded_dense: hits(r.excluded_dense),
+            tools: r
+                .tools
+                .into_iter()
+                .map(TryInto::try_into)
+                .collect::<Result<_, _>>()?,
+            failures: hits(r.failures),
+        })
+    }
+}
+
+impl From<ShardUpsertRequest> for pb::UpsertToolsRequest {
+    fn from(r: ShardUpsertRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            tools: r
+                .tools
+                .into_iter()
+                .map(|t| pb::IndexedTool {
+                    record: Some(t.record.into()),
+                    vector: t.vector,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<pb::UpsertToolsRequest> for ShardUpsertRequest {
+    type Error = Error;
+
+    fn try_from(r: pb::UpsertToolsRequest) -> Result<Self, Error> {
+        let tools = r
+            .tools
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let record = t
+                    .record
+                    .ok_or_else(|| Error::invalid(format!("tools[{i}].record"), "is required"))?;
+                Ok(IndexedTool {
+                    record: record.try_into()?,
+                    vector: t.vector,
+                })
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(Self {
+            project_id: r.project_id,
+            tools,
+        })
+    }
+}
+
+impl From<ShardDeleteRequest> for pb::DeleteToolsRequest {
+    fn from(r: ShardDeleteRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+            names: r.names,
+        }
+    }
+}
+
+impl From<pb::DeleteToolsRequest> for ShardDeleteRequest {
+    fn from(r: pb::DeleteToolsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+            names: r.names,
+        }
+    }
+}
+
+impl From<ShardWriteResponse> for pb::WriteResponse {
+    fn from(r: ShardWriteResponse) -> Self {
+        Self {
+            affected: r.affected,
+            generation: r.generation,
+        }
+    }
+}
+
+impl From<pb::WriteResponse> for ShardWriteResponse {
+    fn from(r: pb::WriteResponse) -> Self {
+        Self {
+            affected: r.affected,
+            generation: r.generation,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_request_round_trips() {
+        let mut stats = TermStats::default();
+        stats.total_docs = 3;
+        stats.field_tokens.insert("name".into(), 9);
+        stats.doc_freqs.insert(("name".into(), "slack".into()), 2);
+        let request = ShardSearchRequest {
+            project_id: "p".into(),
+            integrations: vec!["slack".into()],
+            query: "q".into(),
+            vector: Some(vec![0.5, 0.25]),
+            categories: vec!["messaging".into()],
+            max_side_effect: Some(SideEffect::Write),
+            limit: 50,
+            lexical: true,
+            stats: Some(stats),
+        };
+        let wire: pb::SearchToolsRequest = request.clone().into();
+        assert_eq!(ShardSearchRequest::try_from(wire).unwrap(), request);
+    }
+
+    #[test]
+    fn bad_side_effect_names_the_field() {
+        let wire = pb::SearchToolsRequest {
+            max_side_effect: "admin".into(),
+            ..Default::default()
+        };
+        let err = ShardSearchRequest::try_from(wire).unwrap_err();
+        assert!(
+            err.to_string().contains("validation") || matches!(err, Error::InvalidArgument { .. })
+        );
+    }
+}

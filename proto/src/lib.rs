@@ -1,0 +1,24 @@
+//! The wire formats of agentsearch: generated code for the public API (`agentsearch.v1`) and the
+//! internal shard API (`agentsearch.shard.v1`), conversions between the internal messages and the
+//! domain types of `agentsearch-common`, and the codec between errors and gRPC statuses.
+
+pub mod convert;
+pub mod error_codec;
+
+/// The public API: tool search and catalog maintenance.
+pub mod v1 {
+    #![allow(clippy::all)]
+    tonic::include_proto!("agentsearch.v1");
+}
+
+/// The internal router <-> shard API.
+pub mod shard_v1 {
+    #![allow(clippy::all)]
+    tonic::include_proto!("agentsearch.shard.v1");
+}
+
+/// Encoded descriptors of every service, for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    tonic::include_file_descriptor_set!("agentsearch_descriptor");
+
+pub use error_codec::{error_from_status, status_from_error};

@@ -1,0 +1,357 @@
+//! The public tool-search request and response, validated and in domain form. REST (camelCase
+//! JSON) and gRPC both build a [`RawSearch`] and call [`RawSearch::validate`], so the rules and the
+//! field names in errors are the same on both.
+
+use agentsearch_common::shard::RetrievalMode;
+use agentsearch_common::tool::{MAX_SLUG_CHARS, SideEffect};
+use agentsearch_common::{Error, FieldViolation};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+pub const MAX_QUERY_CHARS: usize = 1024;
+pub const MAX_TOP_K: u32 = 50;
+pub const MAX_TOOL_TOKENS: u32 = 100_000;
+pub const MAX_FILTER_ITEMS: usize = 500;
+
+/// Request fields as received, before validation; `None` = absent.
+#[derive(Debug, Default)]
+pub struct RawSearch {
+    pub query: Option<String>,
+    pub top_k: Option<i64>,
+    pub max_tool_tokens: Option<i64>,
+    pub integrations: Option<Vec<String>>,
+    pub categories: Option<Vec<String>>,
+    pub max_side_effect: Option<String>,
+    pub connected_only: Option<bool>,
+    pub rerank: Option<bool>,
+    pub mode: Option<String>,
+    pub diagnostics: bool,
+}
+
+/// A validated tool search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSearchRequest {
+    pub project_id: String,
+    pub query: String,
+    pub top_k: Option<u32>,
+    pub max_tool_tokens: Option<u32>,
+    pub integrations: Vec<String>,
+    pub categories: Vec<String>,
+    pub max_side_effect: Option<SideEffect>,
+    pub rerank: bool,
+    pub diagnostics: bool,
+    pub mode: RetrievalMode,
+}
+
+impl RawSearch {
+    /// Checks every field; all violations are reported at once.
+    pub fn validate(self, project_id: String) -> Result<ToolSearchRequest, Error> {
+        let mut v: Vec<FieldViolation> = Vec::new();
+        let query = match self.query {
+            None => {
+                v.push(FieldViolation::new("query", "is required"));
+                String::new()
+            }
+            Some(q) if q.trim().is_empty() => {
+                v.push(FieldViolation::new("query", "query should not be empty"));
+                q
+            }
+            Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
+                v.push(FieldViolation::new(
+                    "query",
+                    format!(
+                        "must be at most {MAX_QUERY_CHARS} characters, got {}",
+                        q.chars().count()
+                    ),
+                ));
+                q
+            }
+            Some(q) => q,
+        };
+        let top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K));
+        let max_tool_tokens = range(
+            &mut v,
+            "maxToolTokens",
+            self.max_tool_tokens,
+            1,
+            i64::from(MAX_TOOL_TOKENS),
+        );
+        let integrations = slugs(&mut v, "integrations", self.integrations);
+        let categories = slugs(&mut v, "categories", self.categories);
+        let max_side_effect = match self.max_side_effect.as_deref() {
+            None => None,
+            Some(s @ ("read" | "write" | "delete" | "send")) => s.parse().ok(),
+            Some(other) => {
+                v.push(FieldViolation::new(
+                    "maxSideEffect",
+                    format!(
+                        "must be one of read, write, delete, send; got `{}`",
+                        agentsearch_common::ids::truncate(other, 32)
+                    ),
+                ));
+                None
+            }
+        };
+        let mode = match self.mode.as_deref() {
+            None | Some("hybrid") => RetrievalMode::Hybrid,
+            Some("lexical") => RetrievalMode::Lexical,
+            Some("dense") => RetrievalMode::Dense,
+            Some(other) => {
+                v.push(FieldViolation::new(
+                    "mode",
+                    format!(
+                        "must be one of hybrid, lexical, dense; got `{}`",
+                        agentsearch_common::ids::truncate(other, 32)
+                    ),
+                ));
+                RetrievalMode::Hybrid
+            }
+        };
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        if self.connected_only == Some(true) {
+            return Err(Error::NotSupported {
+                message: "connectedOnly is not supported yet: connections are not recorded by this version".into(),
+                field: Some("connectedOnly".into()),
+            });
+        }
+        Ok(ToolSearchRequest {
+            project_id,
+            query,
+            top_k,
+            max_tool_tokens,
+            integrations,
+            categories,
+            max_side_effect,
+            rerank: self.rerank.unwrap_or(true),
+            diagnostics: self.diagnostics,
+            mode,
+        })
+    }
+}
+
+fn range(
+    v: &mut Vec<FieldViolation>,
+    field: &str,
+    value: Option<i64>,
+    min: i64,
+    max: i64,
+) -> Option<u32> {
+    let value = value?;
+    if (min..=max).contains(&value) {
+        Some(value as u32)
+    } else {
+        v.push(FieldViolation::new(
+            field,
+            format!("must be between {min} and {max}, got {value}"),
+        ));
+        None
+    }
+}
+
+fn slugs(v: &mut Vec<FieldViolation>, field: &str, values: Option<Vec<String>>) -> Vec<String> {
+    let Some(values) = values else {
+        return Vec::new();
+    };
+    if values.is_empty() {
+        v.push(FieldViolation::new(
+            field,
+            "must not be empty when present; omit it to search all",
+        ));
+    }
+    if values.len() > MAX_FILTER_ITEMS {
+        v.push(FieldViolation::new(
+            field,
+            format!("must have at most {MAX_FILTER_ITEMS} items"),
+        ));
+        return Vec::new();
+    }
+    for (i, s) in values.iter().enumerate() {
+        let ok = !s.is_empty()
+            && s.len() <= MAX_SLUG_CHARS
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if !ok {
+            v.push(FieldViolation::new(
+                format!("{field}[{i}]"),
+                format!(
+                    "must be a lowercase slug [a-z0-9_-], got `{}`",
+                    agentsearch_common::ids::truncate(s, 64)
+                ),
+            ));
+        }
+    }
+    let mut out = values;
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The response of a tool search.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSearchResponse {
+    pub tools: Vec<ToolResult>,
+    pub search_query: String,
+    pub errors: Vec<SearchError>,
+    pub usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub intent_name: String,
+    pub integration: String,
+    pub category: String,
+    pub side_effect: SideEffect,
+    pub approval_required: bool,
+    pub schema_source: &'static str,
+    pub relevancy: f64,
+    pub tool: ModelTool,
+    pub tokens: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelTool {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionDefinition,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionDefinition {
+    pub name: String,
+    pub description: String,
+    /// The stored JSON Schema, passed through verbatim.
+    pub parameters: Box<RawValue>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SearchError {
+    pub integration: String,
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub strategy: &'static str,
+    /// Retrievers that ran: hybrid, lexical or dense.
+    pub mode: &'static str,
+    pub candidates: u32,
+    pub returned: u32,
+    pub tool_tokens: u64,
+    pub omitted_for_budget: u32,
+    pub omitted_for_side_effect: u32,
+    pub omitted_for_top_k: u32,
+    pub hydrated_integrations: Vec<String>,
+    pub degraded: Option<&'static str>,
+    pub visibility: Visibility,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Visibility {
+    pub mode: &'static str,
+    pub entitled_integrations: u32,
+    pub candidates_before_filter: u32,
+    pub candidates_after_filter: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trace {
+    pub total_ms: f64,
+    pub steps: Vec<TraceStep>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceStep {
+    pub label: String,
+    pub duration_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(err: Error) -> Vec<String> {
+        match err {
+            Error::InvalidArgument { violations, .. } => {
+                violations.into_iter().map(|v| v.field).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let raw = RawSearch {
+            query: Some("  ".into()),
+            top_k: Some(51),
+            max_tool_tokens: Some(0),
+            integrations: Some(vec!["Slack".into()]),
+            categories: Some(vec![]),
+            max_side_effect: Some("unknown".into()),
+            mode: Some("fast".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            fields(raw.validate("p".into()).unwrap_err()),
+            [
+                "query",
+                "topK",
+                "maxToolTokens",
+                "integrations[0]",
+                "categories",
+                "maxSideEffect",
+                "mode"
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_and_dedup() {
+        let raw = RawSearch {
+            query: Some("send an email".into()),
+            integrations: Some(vec!["gmail".into(), "gmail".into(), "outlook".into()]),
+            ..Default::default()
+        };
+        let req = raw.validate("p".into()).unwrap();
+        assert_eq!(req.integrations, ["gmail", "outlook"]);
+        assert!(req.rerank);
+        assert_eq!(req.mode, RetrievalMode::Hybrid);
+    }
+
+    #[test]
+    fn connected_only_is_rejected_clearly() {
+        let raw = RawSearch {
+            query: Some("x".into()),
+            connected_only: Some(true),
+            ..Default::default()
+        };
+        assert!(matches!(
+            raw.validate("p".into()),
+            Err(Error::NotSupported { .. })
+        ));
+    }
+
+    #[test]
+    fn query_length_counts_characters() {
+        let raw = RawSearch {
+            query: Some("é".repeat(1024)),
+            ..Default::default()
+        };
+        assert!(raw.validate("p".into()).is_ok());
+        let raw = RawSearch {
+            query: Some("é".repeat(1025)),
+            ..Default::default()
+        };
+        assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["query"]);
+    }
+}

@@ -1,0 +1,92 @@
+//! The agentsearch router: the public gRPC ([`grpc`]) and REST ([`rest`]) APIs, request
+//! validation ([`api`]), placement of integrations on shards ([`placement`]), fan-out to shards
+//! in process or over gRPC ([`shards`]), fusion and budgets ([`search`]), and catalog writes
+//! ([`catalog`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
+//! indexes on the shards. It never links tantivy or FAISS.
+
+pub mod api;
+pub mod auth;
+pub mod catalog;
+pub mod grpc;
+pub mod placement;
+pub mod rest;
+pub mod search;
+pub mod server;
+pub mod shards;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentsearch_common::Result;
+use agentsearch_common::config::SearchConfig;
+use agentsearch_embed::CachedEmbedder;
+use agentsearch_store::{MetadataStore, Placement};
+use parking_lot::Mutex;
+
+pub use server::{serve, serve_on};
+pub use shards::{GrpcShard, ShardClient, ShardSet};
+
+/// How long a router trusts its cached copy of a project's placements.
+const PLACEMENT_TTL: Duration = Duration::from_secs(5);
+
+/// Settings of a router, from the configuration.
+#[derive(Clone, Debug)]
+pub struct RouterSettings {
+    pub search: SearchConfig,
+    /// Shards per integration.
+    pub replication: usize,
+    pub embed_batch_size: usize,
+}
+
+/// The router's domain service, shared by the gRPC and REST adapters.
+pub struct Router {
+    store: Arc<dyn MetadataStore>,
+    shards: ShardSet,
+    embedder: Arc<CachedEmbedder>,
+    settings: RouterSettings,
+    placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
+}
+
+impl Router {
+    pub fn new(
+        store: Arc<dyn MetadataStore>,
+        shards: ShardSet,
+        embedder: Arc<CachedEmbedder>,
+        settings: RouterSettings,
+    ) -> Self {
+        Self {
+            store,
+            shards,
+            embedder,
+            settings,
+            placement_cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn MetadataStore> {
+        &self.store
+    }
+
+    pub fn shards(&self) -> &ShardSet {
+        &self.shards
+    }
+
+    /// The project's placements, cached for [`PLACEMENT_TTL`].
+    pub async fn placements(&self, project_id: &str) -> Result<Arc<Vec<Placement>>> {
+        if let Some((at, placements)) = self.placement_cache.lock().get(project_id)
+            && at.elapsed() < PLACEMENT_TTL
+        {
+            return Ok(placements.clone());
+        }
+        let placements = Arc::new(self.store.placements(project_id).await?);
+        self.placement_cache
+            .lock()
+            .insert(project_id.to_string(), (Instant::now(), placements.clone()));
+        Ok(placements)
+    }
+
+    fn invalidate_placements(&self, project_id: &str) {
+        self.placement_cache.lock().remove(project_id);
+    }
+}

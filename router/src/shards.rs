@@ -1,0 +1,264 @@
+//! The router's view of its shards: one [`ShardClient`] type for a shard in this process or behind
+//! gRPC, and the [`ShardSet`] of live shards by id.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsearch_common::shard::{
+    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
+    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+};
+use agentsearch_common::{Error, Result};
+use agentsearch_proto::error_from_status;
+use agentsearch_proto::shard_v1 as pb;
+use agentsearch_proto::shard_v1::shard_client::ShardClient as PbShardClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// Largest message exchanged with a shard.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A shard, in this process or remote.
+#[derive(Clone)]
+pub enum ShardClient {
+    Local(Arc<dyn ShardApi>),
+    Grpc(GrpcShard),
+}
+
+/// A remote shard over gRPC; calls carry the request id and the remaining deadline.
+#[derive(Clone)]
+pub struct GrpcShard {
+    addr: String,
+    client: PbShardClient<Channel>,
+}
+
+impl GrpcShard {
+    /// A lazily connecting client for `addr` (`host:port` or a URL).
+    pub fn connect_lazy(addr: &str) -> Result<Self> {
+        let url = if addr.contains("://") {
+            addr.to_string()
+        } else {
+            format!("http://{addr}")
+        };
+        let endpoint = Endpoint::from_shared(url)
+            .map_err(|e| Error::invalid("shards", format!("`{addr}` is not a valid address: {e}")))?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(30));
+        let client = PbShardClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Self {
+            addr: addr.to_string(),
+            client,
+        })
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+}
+
+fn request<T>(message: T, request_id: &str, timeout: Duration) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message);
+    req.set_timeout(timeout);
+    if let Ok(v) = request_id.parse() {
+        req.metadata_mut().insert("x-request-id", v);
+    }
+    req
+}
+
+fn remote(addr: &str, status: tonic::Status) -> Error {
+    match error_from_status(&status) {
+        Error::Internal(m) => Error::Unavailable(format!("shard {addr}: {m}")),
+        Error::Unavailable(m) => Error::Unavailable(format!("shard {addr}: {m}")),
+        other => other,
+    }
+}
+
+impl ShardClient {
+    /// Runs `call` on the local shard or the remote one, within `timeout`.
+    pub async fn info(&self, request_id: &str, timeout: Duration) -> Result<ShardInfo> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.info().await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .info(request(pb::InfoRequest {}, request_id, timeout))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn term_stats(
+        &self,
+        req: TermStatsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<TermStats> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.term_stats(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .term_stats(request(
+                        pb::TermStatsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn search_tools(
+        &self,
+        req: ShardSearchRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardSearchResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.search_tools(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .search_tools(request(
+                        pb::SearchToolsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map_err(|s| remote(&g.addr, s))
+                    .and_then(|r| r.into_inner().try_into()),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn upsert_tools(
+        &self,
+        req: ShardUpsertRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardWriteResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.upsert_tools(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .upsert_tools(request(
+                        pb::UpsertToolsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn delete_tools(
+        &self,
+        req: ShardDeleteRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardWriteResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.delete_tools(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .delete_tools(request(
+                        pb::DeleteToolsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+}
+
+async fn within<T>(timeout: Duration, fut: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::Timeout(format!(
+                "shard call exceeded {} ms",
+                timeout.as_millis()
+            )))
+        })
+}
+
+/// The shards a router talks to, by stable shard id.
+#[derive(Clone, Default)]
+pub struct ShardSet {
+    shards: BTreeMap<String, ShardClient>,
+}
+
+impl ShardSet {
+    /// Builds the set by asking each client for its id. Remote shards are retried until `wait`
+    /// has passed, so a router may start before its shards.
+    pub async fn discover(clients: Vec<ShardClient>, wait: Duration) -> Result<Self> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut shards = BTreeMap::new();
+        for client in clients {
+            let info = loop {
+                match client.info("startup", Duration::from_secs(2)).await {
+                    Ok(info) => break info,
+                    Err(err) if tokio::time::Instant::now() < deadline => {
+                        tracing::warn!(error = %err, "shard not reachable yet, retrying");
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(err) => {
+                        return Err(Error::Unavailable(format!(
+                            "shard did not answer at startup: {err}"
+                        )));
+                    }
+                }
+            };
+            if shards.insert(info.shard_id.clone(), client).is_some() {
+                return Err(Error::invalid(
+                    "shards",
+                    format!("two shards share the id `{}`", info.shard_id),
+                ));
+            }
+        }
+        if shards.is_empty() {
+            return Err(Error::invalid("shards", "at least one shard is required"));
+        }
+        Ok(Self { shards })
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.shards.keys().cloned().collect()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&ShardClient> {
+        self.shards.get(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+}

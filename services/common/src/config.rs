@@ -1,0 +1,325 @@
+//! Configuration: defaults <- TOML file <- `AGENTSEARCH_SECTION__KEY` environment variables, then
+//! [`Config::validate`], whose messages name the key path. One `Config` serves every subcommand;
+//! each reads the sections it needs.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The environment prefix. Kubernetes service links (`AGENTSEARCH_PORT`, `AGENTSEARCH_SERVICE_HOST`)
+/// share it and are ignored.
+pub const ENV_PREFIX: &str = "AGENTSEARCH_";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where indexes and the embedded metadata store live.
+    pub data_dir: PathBuf,
+    /// REST listen address of the router.
+    pub http: SocketAddr,
+    /// gRPC listen address (router's public API, or a shard's internal API).
+    pub grpc: SocketAddr,
+    pub shards: ShardsConfig,
+    pub postgres: PostgresConfig,
+    pub auth: AuthConfig,
+    pub embed: EmbedConfig,
+    pub search: SearchConfig,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            http: "127.0.0.1:8080".parse().expect("valid default"),
+            grpc: "127.0.0.1:50051".parse().expect("valid default"),
+            shards: ShardsConfig::default(),
+            postgres: PostgresConfig::default(),
+            auth: AuthConfig::default(),
+            embed: EmbedConfig::default(),
+            search: SearchConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShardsConfig {
+    /// In-process shards of `serve`.
+    pub local: u32,
+    /// gRPC addresses of remote shards (`router`).
+    pub remote: Vec<String>,
+    /// Shards that hold each integration.
+    pub replication: u32,
+}
+
+impl Default for ShardsConfig {
+    fn default() -> Self {
+        Self {
+            local: 2,
+            remote: Vec::new(),
+            replication: 1,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresConfig {
+    /// `postgres://user@host:port/db`; required by `router`.
+    pub url: Option<Secret>,
+    /// Schema holding agentsearch's tables (created if missing).
+    pub schema: Option<String>,
+    pub pool_size: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Static bearer token every request must carry. Required when binding beyond loopback.
+    pub token: Option<Secret>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// Folder with `config.json`, `tokenizer.json`, `model.safetensors` of all-MiniLM-L6-v2.
+    pub model_dir: PathBuf,
+    /// Query embeddings kept in memory (0 disables the cache).
+    pub query_cache_size: u64,
+    /// Texts per forward pass at ingest.
+    pub batch_size: usize,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        Self {
+            model_dir: PathBuf::from("models/all-MiniLM-L6-v2"),
+            query_cache_size: 10_000,
+            batch_size: 32,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// Deadline of one search, fan-out included.
+    pub deadline_ms: u64,
+    /// Candidates each retriever contributes to fusion.
+    pub candidates: u32,
+    /// The `k` of reciprocal rank fusion: `weight / (k + rank)`.
+    pub rrf_k: f64,
+    pub lexical_weight: f64,
+    pub dense_weight: f64,
+    /// `topK` when the request has neither `topK` nor `maxToolTokens`.
+    pub default_top_k: u32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            deadline_ms: 2_000,
+            candidates: 50,
+            rrf_k: 60.0,
+            lexical_weight: 1.0,
+            dense_weight: 1.0,
+            default_top_k: 8,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// JSON lines instead of text.
+    pub json: bool,
+}
+
+/// A secret string: never printed by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// A configuration that could not be loaded or is invalid; each message names a key path.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {}", .0.join("; "))]
+pub struct ConfigError(pub Vec<String>);
+
+impl Config {
+    /// Loads defaults, then `file` (if any), then the environment, then validates.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::figment(file)
+            .extract::<Config>()
+            .map_err(|err| {
+                ConfigError(
+                    err.into_iter()
+                        .map(|e| {
+                            let path = e.path.join(".");
+                            if path.is_empty() {
+                                e.to_string()
+                            } else {
+                                format!("{path}: {}", e.kind)
+                            }
+                        })
+                        .collect(),
+                )
+            })
+            .and_then(|config| config.validate().map(|()| config))
+    }
+
+    fn figment(file: Option<&Path>) -> Figment {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment.merge(
+            Env::prefixed(ENV_PREFIX)
+                .filter(|key| {
+                    let key = key.as_str();
+                    !(key.starts_with("port") || key.starts_with("service_"))
+                })
+                .split("__"),
+        )
+    }
+
+    /// Checks cross-field rules; each message starts with the key path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut errors = Vec::new();
+        let s = &self.search;
+        if !(s.rrf_k.is_finite() && s.rrf_k >= 0.0) {
+            errors.push(format!(
+                "search.rrf_k: must be a finite number >= 0, got {}",
+                s.rrf_k
+            ));
+        }
+        for (key, w) in [
+            ("search.lexical_weight", s.lexical_weight),
+            ("search.dense_weight", s.dense_weight),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                errors.push(format!("{key}: must be a finite number >= 0, got {w}"));
+            }
+        }
+        if s.lexical_weight == 0.0 && s.dense_weight == 0.0 {
+            errors.push(
+                "search.lexical_weight: at least one retriever weight must be > 0".to_string(),
+            );
+        }
+        if !(1..=1000).contains(&s.candidates) {
+            errors.push(format!(
+                "search.candidates: must be between 1 and 1000, got {}",
+                s.candidates
+            ));
+        }
+        if s.candidates < 50 {
+            errors.push(format!(
+                "search.candidates: must be at least 50 (the largest topK), got {}",
+                s.candidates
+            ));
+        }
+        if !(1..=50).contains(&s.default_top_k) {
+            errors.push(format!(
+                "search.default_top_k: must be between 1 and 50, got {}",
+                s.default_top_k
+            ));
+        }
+        if s.deadline_ms == 0 {
+            errors.push("search.deadline_ms: must be > 0".to_string());
+        }
+        if !(1..=64).contains(&self.shards.local) {
+            errors.push(format!(
+                "shards.local: must be between 1 and 64, got {}",
+                self.shards.local
+            ));
+        }
+        if self.shards.replication == 0 {
+            errors.push("shards.replication: must be >= 1".to_string());
+        }
+        if self.embed.batch_size == 0 {
+            errors.push("embed.batch_size: must be >= 1".to_string());
+        }
+        if let Some(token) = &self.auth.token
+            && token.expose().len() < 16
+        {
+            errors.push("auth.token: must be at least 16 characters".to_string());
+        }
+        if let Some(schema) = &self.postgres.schema
+            && !(schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && schema
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_lowercase()))
+        {
+            errors.push(format!(
+                "postgres.schema: must match [a-z][a-z0-9_]*, got `{schema}`"
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError(errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn file_values_override_defaults_and_errors_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentsearch.toml");
+        std::fs::write(&path, "[search]\nrrf_k = 20\n").unwrap();
+        let config = Config::figment(Some(&path)).extract::<Config>().unwrap();
+        assert_eq!(config.search.rrf_k, 20.0);
+
+        std::fs::write(&path, "[search]\nrrf_kk = 20\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("search") && err.contains("rrf_kk"), "{err}");
+
+        std::fs::write(&path, "[search]\ncandidates = 0\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("search.candidates"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = Secret::new("super-secret-token-123");
+        assert_eq!(format!("{s:?} {s}"), "Secret(***) ***");
+    }
+}

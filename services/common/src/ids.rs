@@ -1,0 +1,46 @@
+//! Identifiers: request ids and project ids.
+
+use crate::error::Error;
+
+/// A fresh request id, `req_` + 32 hex digits.
+pub fn new_request_id() -> String {
+    format!("req_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The demo project of the embedded default.
+pub const DEMO_PROJECT_ID: &str = "00000000-0000-4000-8000-000000000001";
+
+/// Checks that `value` is a UUID and returns it in canonical lowercase form.
+pub fn parse_project_id(field: &str, value: &str) -> Result<String, Error> {
+    uuid::Uuid::parse_str(value)
+        .map(|id| id.hyphenated().to_string())
+        .map_err(|_| {
+            Error::invalid(
+                field,
+                format!("must be a UUID, got `{}`", truncate(value, 64)),
+            )
+        })
+}
+
+/// At most `max` characters of `s`, for echoing user input in messages.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_ids_are_canonical() {
+        assert_eq!(
+            parse_project_id("projectId", "00000000-0000-4000-8000-00000000000A").unwrap(),
+            "00000000-0000-4000-8000-00000000000a"
+        );
+        assert!(parse_project_id("projectId", "demo").is_err());
+    }
+}

@@ -1,0 +1,11 @@
+//! Types every agentsearch crate shares: the error table and envelope, configuration, ids, the tool
+//! model, and the internal shard API as a trait. It owns no I/O beyond reading configuration.
+
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod shard;
+pub mod telemetry;
+pub mod tool;
+
+pub use error::{Error, ErrorCode, FieldViolation, Result};

@@ -1,0 +1,32 @@
+//! Embedding latency: one short query (the router's per-query cost on a cache miss) and a batch of
+//! 32 tool descriptions (ingest). Needs the model: `scripts/fetch-model.sh`.
+
+use std::path::Path;
+
+use agentsearch_embed::{Embedder, MiniLm};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+fn bench(c: &mut Criterion) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
+    let model = MiniLm::load(&dir).expect("model weights: run scripts/fetch-model.sh");
+    c.bench_function("embed_query_8_words", |b| {
+        b.iter(|| {
+            model
+                .embed(&["post a message to a slack channel now"])
+                .unwrap()
+        })
+    });
+    let docs: Vec<String> = (0..32)
+        .map(|i| format!("tool {i}: Creates a record in the CRM with the given fields, owner and pipeline stage."))
+        .collect();
+    let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+    let mut group = c.benchmark_group("ingest");
+    group.sample_size(10);
+    group.bench_function("embed_batch_32_descriptions", |b| {
+        b.iter(|| model.embed(&refs).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

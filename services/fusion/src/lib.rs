@@ -1,0 +1,12 @@
+//! Pure ranking logic of agentsearch: merging one retriever's ranked lists from several shards,
+//! reciprocal rank fusion across retrievers, token counting and budget packing. No index, no I/O:
+//! the router links this crate without linking tantivy or FAISS.
+
+pub mod budget;
+pub mod merge;
+pub mod rrf;
+pub mod tokens;
+
+pub use budget::{Packing, pack};
+pub use merge::merge_ranked;
+pub use rrf::{FusedItem, RankedList, reciprocal_rank_fusion};

@@ -1,0 +1,121 @@
+//! Shard-side search over many small per-integration indexes (the shape of a real catalog):
+//! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, plus the
+//! BM25 statistics pass the router runs before a multi-shard search.
+
+use agentsearch_common::shard::{IndexedTool, ShardSearchRequest, TermStatsRequest};
+use agentsearch_common::tool::{SideEffect, ToolRecord};
+use agentsearch_index::{FieldBoosts, ToolIndexes};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
+const WORDS: &[&str] = &[
+    "invoice", "customer", "message", "channel", "file", "folder", "event", "issue", "order",
+    "payment", "report", "task", "project", "comment", "lead", "account", "campaign", "user",
+    "team", "document", "record", "quote",
+];
+const VERBS: &[&str] = &[
+    "list", "get", "create", "update", "delete", "send", "search", "archive",
+];
+
+fn vector(seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut v: Vec<f32> = (0..384)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|a| *a /= norm);
+    v
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+    let integrations: Vec<String> = (0..100).map(|i| format!("app{i}")).collect();
+    let mut seed = 0u64;
+    // Five write batches per integration, as a catalog loaded in several calls produces.
+    for round in 0..5 {
+        for integration in &integrations {
+            let index = indexes.get_or_create(PROJECT, integration).unwrap();
+            let tools = (0..10)
+                .map(|j| {
+                    seed += 1;
+                    let verb = VERBS[(seed as usize) % VERBS.len()];
+                    let word = WORDS[(seed as usize * 7) % WORDS.len()];
+                    IndexedTool {
+                        record: ToolRecord {
+                            name: format!("{}_{verb}_{word}_{round}_{j}", integration.to_uppercase()),
+                            integration: integration.clone(),
+                            category: "general".into(),
+                            side_effect: SideEffect::ALL[(seed as usize) % 5],
+                            description: format!("{verb} a {word} in {integration} with its owner and status."),
+                            parameters: r#"{"type":"object","properties":{"id":{"type":"string","description":"record id"}}}"#.into(),
+                            tokens: 60,
+                        },
+                        vector: vector(seed),
+                    }
+                })
+                .collect();
+            index.upsert(tools).unwrap();
+        }
+    }
+    let query = "send the invoice to a customer";
+    let stats = indexes
+        .term_stats(&TermStatsRequest {
+            project_id: PROJECT.into(),
+            integrations: integrations.clone(),
+            query: query.into(),
+        })
+        .unwrap();
+    let request = ShardSearchRequest {
+        project_id: PROJECT.into(),
+        integrations: integrations.clone(),
+        query: query.into(),
+        vector: Some(vector(7)),
+        categories: vec![],
+        max_side_effect: None,
+        limit: 50,
+        lexical: true,
+        stats: Some(stats),
+    };
+    c.bench_function("shard_search_100x50_hybrid", |b| {
+        b.iter(|| indexes.search(&request))
+    });
+    let ceiling = ShardSearchRequest {
+        max_side_effect: Some(SideEffect::Write),
+        ..request.clone()
+    };
+    c.bench_function("shard_search_100x50_hybrid_ceiling", |b| {
+        b.iter(|| indexes.search(&ceiling))
+    });
+    let lexical = ShardSearchRequest {
+        vector: None,
+        ..request.clone()
+    };
+    c.bench_function("shard_search_100x50_lexical", |b| {
+        b.iter(|| indexes.search(&lexical))
+    });
+    let dense = ShardSearchRequest {
+        lexical: false,
+        ..request.clone()
+    };
+    c.bench_function("shard_search_100x50_dense", |b| {
+        b.iter(|| indexes.search(&dense))
+    });
+    c.bench_function("shard_term_stats_100", |b| {
+        b.iter(|| {
+            indexes.term_stats(&TermStatsRequest {
+                project_id: PROJECT.into(),
+                integrations: integrations.clone(),
+                query: query.into(),
+            })
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

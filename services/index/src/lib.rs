@@ -1,0 +1,290 @@
+//! The indexes of one agentsearch shard: per project and integration, a tantivy (BM25) index and a
+//! FAISS (dense) index ([`IntegrationIndex`]), persisted under the shard's data dir, and
+//! [`ToolIndexes`], which routes writes to them and searches many of them as one.
+//!
+//! It owns on-disk layout, generations, analysis and filtering inside the index. It does not own
+//! fusion across retrievers, placement or embedding: those are the router's.
+
+pub mod analyzer;
+pub mod error;
+pub mod schema;
+pub mod tool_index;
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentsearch_common::shard::{
+    Hit, IndexedTool, PartFailure, ShardSearchRequest, ShardSearchResponse, TermStats,
+    TermStatsRequest, hit_order,
+};
+use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
+use parking_lot::RwLock;
+
+pub use error::{IndexError, Result};
+pub use tool_index::{FieldBoosts, IntegrationIndex, PreparedStats, Scored, ToolFilter};
+
+type Key = (String, String);
+
+/// Every tool index of a shard, keyed by (project, integration).
+pub struct ToolIndexes {
+    root: PathBuf,
+    boosts: FieldBoosts,
+    indexes: RwLock<HashMap<Key, Arc<IntegrationIndex>>>,
+}
+
+impl ToolIndexes {
+    /// Opens every index under `root/tools/<project>/<integration>`.
+    pub fn open(root: &Path, boosts: FieldBoosts) -> Result<Self> {
+        let tools_dir = root.join("tools");
+        fs::create_dir_all(&tools_dir)?;
+        let mut indexes = HashMap::new();
+        for project in fs::read_dir(&tools_dir)? {
+            let project = project?;
+            if !project.file_type()?.is_dir() {
+                continue;
+            }
+            let project_id = project.file_name().to_string_lossy().to_string();
+            for integration in fs::read_dir(project.path())? {
+                let integration = integration?;
+                if !integration.file_type()?.is_dir() {
+                    continue;
+                }
+                let name = integration.file_name().to_string_lossy().to_string();
+                let index = IntegrationIndex::open(&integration.path(), &name)?;
+                indexes.insert((project_id.clone(), name), Arc::new(index));
+            }
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            boosts,
+            indexes: RwLock::new(indexes),
+        })
+    }
+
+    /// Number of indexes and of tools held.
+    pub fn counts(&self) -> (u64, u64) {
+        let indexes = self.indexes.read();
+        (
+            indexes.len() as u64,
+            indexes.values().map(|i| i.len() as u64).sum(),
+        )
+    }
+
+    pub fn get(&self, project: &str, integration: &str) -> Option<Arc<IntegrationIndex>> {
+        self.indexes
+            .read()
+            .get(&(project.to_string(), integration.to_string()))
+            .cloned()
+    }
+
+    /// The index of `integration` in `project`, created empty if it does not exist.
+    pub fn get_or_create(&self, project: &str, integration: &str) -> Result<Arc<IntegrationIndex>> {
+        check_path_component("projectId", project)?;
+        check_path_component("integration", integration)?;
+        if let Some(index) = self.get(project, integration) {
+            return Ok(index);
+        }
+        let mut indexes = self.indexes.write();
+        let key = (project.to_string(), integration.to_string());
+        if let Some(index) = indexes.get(&key) {
+            return Ok(index.clone());
+        }
+        let dir = self.root.join("tools").join(project).join(integration);
+        let index = Arc::new(IntegrationIndex::open(&dir, integration)?);
+        indexes.insert(key, index.clone());
+        Ok(index)
+    }
+
+    fn scoped(&self, project: &str, integrations: &[String]) -> Vec<Arc<IntegrationIndex>> {
+        let indexes = self.indexes.read();
+        let mut seen = HashSet::new();
+        integrations
+            .iter()
+            .filter(|i| seen.insert(i.as_str()))
+            .filter_map(|i| indexes.get(&(project.to_string(), i.clone())).cloned())
+            .collect()
+    }
+
+    /// Writes every dense-index snapshot that is older on disk than in memory; returns how many.
+    pub fn flush(&self) -> Result<usize> {
+        let indexes: Vec<Arc<IntegrationIndex>> = self.indexes.read().values().cloned().collect();
+        let mut flushed = 0;
+        for index in indexes {
+            if index.flush_vectors()? {
+                flushed += 1;
+            }
+        }
+        Ok(flushed)
+    }
+
+    /// Upserts tools of any integrations of a project, one index at a time.
+    pub fn upsert(&self, project_id: &str, tools: Vec<IndexedTool>) -> Result<u64> {
+        let mut by_integration: std::collections::BTreeMap<String, Vec<IndexedTool>> =
+            Default::default();
+        for tool in tools {
+            by_integration
+                .entry(tool.record.integration.clone())
+                .or_default()
+                .push(tool);
+        }
+        let mut written = 0;
+        for (integration, tools) in by_integration {
+            written += tools.len() as u64;
+            self.get_or_create(project_id, &integration)?
+                .upsert(tools)?;
+        }
+        Ok(written)
+    }
+
+    /// BM25 statistics of the query over the named indexes.
+    pub fn term_stats(&self, request: &TermStatsRequest) -> Result<TermStats> {
+        let terms = analyzer::analyze(&request.query);
+        let mut stats = TermStats::default();
+        for index in self.scoped(&request.project_id, &request.integrations) {
+            index.add_term_stats(&terms, &mut stats)?;
+        }
+        Ok(stats)
+    }
+
+    /// Searches the named indexes with both retrievers; an index that fails is reported in
+    /// `failures` and the others still answer. Candidates of all indexes are pooled as
+    /// `(score, index, vector id)` and only the best `limit` per list become named hits.
+    pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
+        let limit = request.limit as usize;
+        let filter = ToolFilter {
+            categories: (!request.categories.is_empty())
+                .then(|| request.categories.iter().cloned().collect()),
+            max_side_effect: request.max_side_effect,
+        };
+        let terms = if request.lexical {
+            analyzer::analyze(&request.query)
+        } else {
+            Vec::new()
+        };
+        let scoped = self.scoped(&request.project_id, &request.integrations);
+        let stats = match &request.stats {
+            Some(stats) => Some(PreparedStats::new(stats)),
+            None if scoped.len() > 1 && !terms.is_empty() => {
+                // Statistics of all searched indexes, so their scores are comparable.
+                let mut s = TermStats::default();
+                for index in &scoped {
+                    if let Err(err) = index.add_term_stats(&terms, &mut s) {
+                        tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
+                    }
+                }
+                Some(PreparedStats::new(&s))
+            }
+            None => None,
+        };
+        let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
+        let mut failures = Vec::new();
+        for (i, index) in scoped.iter().enumerate() {
+            if request.lexical {
+                match index.search_lexical(&terms, &self.boosts, &filter, limit, stats.as_ref()) {
+                    Ok(s) => pool(&mut pools, 0, i, s),
+                    Err(err) => failures.push(failure(index, "lexical", &err)),
+                }
+            }
+            if let Some(vector) = &request.vector {
+                match index.search_dense(vector, &filter, limit) {
+                    Ok(s) => pool(&mut pools, 2, i, s),
+                    Err(err) => failures.push(failure(index, "dense", &err)),
+                }
+            }
+        }
+        let [lexical, excluded_lexical, dense, excluded_dense] =
+            pools.map(|p| best_hits(&scoped, p, limit));
+        let mut seen = HashSet::new();
+        let tools = lexical
+            .iter()
+            .chain(dense.iter())
+            .filter(|(hit, _)| seen.insert(hit.name.clone()))
+            .map(|(_, record)| (**record).clone())
+            .collect();
+        let strip =
+            |v: Vec<(Hit, Arc<ToolRecord>)>| v.into_iter().map(|(h, _)| h).collect::<Vec<_>>();
+        ShardSearchResponse {
+            lexical: strip(lexical),
+            dense: strip(dense),
+            excluded_lexical: strip(excluded_lexical),
+            excluded_dense: strip(excluded_dense),
+            tools,
+            failures,
+        }
+    }
+}
+
+/// Adds one index's eligible and excluded candidates to the pools at `at` and `at + 1`.
+fn pool(pools: &mut [Vec<(f32, usize, u64)>; 4], at: usize, index: usize, scored: Scored) {
+    pools[at].extend(scored.eligible.into_iter().map(|(s, id)| (s, index, id)));
+    pools[at + 1].extend(scored.excluded.into_iter().map(|(s, id)| (s, index, id)));
+}
+
+/// The best `limit` candidates of a pool as named hits in [`hit_order`] (ties broken by name,
+/// including at the cut).
+fn best_hits(
+    scoped: &[Arc<IntegrationIndex>],
+    mut pool: Vec<(f32, usize, u64)>,
+    limit: usize,
+) -> Vec<(Hit, Arc<ToolRecord>)> {
+    if pool.len() > limit && limit > 0 {
+        pool.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
+        let cut = pool[limit - 1].0;
+        // Keep everything tied with the cut so that names decide among them.
+        pool.retain(|c| c.0 >= cut);
+    }
+    let mut hits: Vec<(Hit, Arc<ToolRecord>)> = pool
+        .into_iter()
+        .filter_map(|(score, index, id)| {
+            let record = scoped[index].tool(id)?;
+            Some((
+                Hit {
+                    name: record.name.clone(),
+                    integration: record.integration.clone(),
+                    score,
+                },
+                record,
+            ))
+        })
+        .collect();
+    hits.sort_by(|a, b| hit_order(&a.0, &b.0));
+    hits.truncate(limit);
+    hits
+}
+
+fn failure(index: &IntegrationIndex, retriever: &str, err: &IndexError) -> PartFailure {
+    tracing::warn!(integration = index.integration(), retriever, error = %err, "index search failed");
+    PartFailure {
+        integration: index.integration().to_string(),
+        retriever: retriever.to_string(),
+        message: err.to_string(),
+    }
+}
+
+/// Project ids and integration slugs become directory names: allow only safe characters.
+fn check_path_component(field: &str, value: &str) -> Result<()> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_SLUG_CHARS
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !value.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(IndexError::invalid(
+            field,
+            format!("`{value}` is not a valid identifier"),
+        ))
+    }
+}
+
+impl Drop for ToolIndexes {
+    fn drop(&mut self) {
+        if let Err(err) = self.flush() {
+            tracing::warn!(error = %err, "flushing vector snapshots on close failed");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The tantivy schema of a tool index.
+
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+
+use crate::analyzer::ANALYZER;
+
+/// Full-text fields searched by the lexical retriever, with their default query-time boosts.
+pub const TEXT_FIELDS: [&str; 3] = ["name", "description", "params"];
+
+#[derive(Clone, Copy, Debug)]
+pub struct Fields {
+    /// The tool name split into pieces (`SLACK_POST_MESSAGE` -> slack, post, message).
+    pub name: Field,
+    pub description: Field,
+    /// Top-level parameter names and descriptions.
+    pub params: Field,
+    /// The exact name: replace and delete by name.
+    pub name_exact: Field,
+    pub category: Field,
+    pub side_effect: Field,
+    /// The vector id in the FAISS index.
+    pub id: Field,
+    /// The stored `ToolRecord` as JSON.
+    pub record: Field,
+    /// The stored embedding (little-endian f32), to rebuild the vector index if needed.
+    pub vector: Field,
+}
+
+impl Fields {
+    pub fn text_field(&self, name: &str) -> Option<Field> {
+        match name {
+            "name" => Some(self.name),
+            "description" => Some(self.description),
+            "params" => Some(self.params),
+            _ => None,
+        }
+    }
+}
+
+pub fn build_schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        name: builder.add_text_field("name", text.clone()),
+        description: builder.add_text_field("description", text.clone()),
+        params: builder.add_text_field("params", text),
+        name_exact: builder.add_text_field("name_exact", STRING),
+        category: builder.add_text_field("category", STRING),
+        side_effect: builder.add_text_field("side_effect", STRING),
+        id: builder.add_u64_field("id", INDEXED | FAST | STORED),
+        record: builder.add_text_field("record", STORED),
+        vector: builder.add_bytes_field("vector", STORED),
+    };
+    (builder.build(), fields)
+}
+
+/// Resolves the fields of an opened index, checking it has this schema.
+pub fn resolve(schema: &Schema) -> Option<Fields> {
+    let f = |name| schema.get_field(name).ok();
+    Some(Fields {
+        name: f("name")?,
+        description: f("description")?,
+        params: f("params")?,
+        name_exact: f("name_exact")?,
+        category: f("category")?,
+        side_effect: f("side_effect")?,
+        id: f("id")?,
+        record: f("record")?,
+        vector: f("vector")?,
+    })
+}

@@ -1,0 +1,826 @@
+//! One integration's tools on one shard: a tantivy index (BM25 over name pieces, description and
+//! parameters) and a FAISS `IDMap<Flat>` inner-product index over the tools' embeddings, in one
+//! directory with a shared generation number.
+//!
+//! Layout of the directory:
+//! - `tantivy/`: the lexical index; it also stores every tool record and its vector, and carries the
+//!   generation in its commit payload;
+//! - `vectors.faiss` + `vectors.json` (`{"generation": N, "dim": D}`): a snapshot of the dense
+//!   index, flushed after writes settle (periodically and when the shard closes). The tantivy commit
+//!   alone makes a write durable, since it stores every vector: on open, a snapshot whose generation
+//!   differs from tantivy's is rebuilt from the stored vectors, so an acknowledged write is never
+//!   lost or half visible after a crash.
+//!
+//! Writers open lazily: a write opens a tantivy writer with one thread, commits, waits for merges
+//! and drops it, so hundreds of idle indexes cost only their readers and in-memory maps.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentsearch_common::shard::{IndexedTool, TermStats};
+use agentsearch_common::tool::{SideEffect, ToolRecord};
+use faiss::index::flat::FlatIndexImpl;
+use faiss::index::id_map::IdMap;
+use faiss::selector::IdSelector;
+use faiss::{ConcurrentIndex, Idx, Index as _};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use tantivy::collector::TopDocs;
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery,
+};
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term, doc};
+
+use crate::analyzer::{ANALYZER, text_analyzer};
+use crate::error::{IndexError, Result};
+use crate::schema::{Fields, TEXT_FIELDS, build_schema, resolve};
+
+/// Indexes with at most this many documents are kept in a single segment.
+const MERGE_INTO_ONE_BELOW: u64 = 100_000;
+
+/// Memory of the one-thread tantivy writer (tantivy's minimum is 15 MB).
+const WRITER_MEMORY: usize = 15_000_000;
+
+/// Query-time weights of the lexical fields.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FieldBoosts {
+    pub name: f32,
+    pub description: f32,
+    pub params: f32,
+}
+
+impl Default for FieldBoosts {
+    fn default() -> Self {
+        Self {
+            name: 2.0,
+            description: 1.0,
+            params: 0.5,
+        }
+    }
+}
+
+/// Which tools a search may return, and which it reports as excluded by the side-effect ceiling.
+#[derive(Clone, Debug, Default)]
+pub struct ToolFilter {
+    /// Only these categories; `None` = all (out-of-scope tools are neither eligible nor excluded).
+    pub categories: Option<HashSet<String>>,
+    pub max_side_effect: Option<SideEffect>,
+}
+
+impl ToolFilter {
+    fn in_scope(&self, tool: &ToolRecord) -> bool {
+        self.categories
+            .as_ref()
+            .is_none_or(|c| c.contains(&tool.category))
+    }
+}
+
+/// One retriever's `(score, vector id)` pairs of one index: eligible, and removed by the
+/// side-effect ceiling; each best first.
+#[derive(Debug, Default)]
+pub struct Scored {
+    pub eligible: Vec<(f32, u64)>,
+    pub excluded: Vec<(f32, u64)>,
+}
+
+/// Indexes up to this size rank every lexical match in one pass when a ceiling is set.
+const SMALL_INDEX: usize = 512;
+
+/// Global BM25 statistics arranged for lookups without allocation.
+#[derive(Debug, Default)]
+pub struct PreparedStats {
+    total_docs: u64,
+    field_tokens: [Option<u64>; 3],
+    doc_freqs: [HashMap<String, u64>; 3],
+}
+
+impl PreparedStats {
+    pub fn new(stats: &TermStats) -> Self {
+        let mut prepared = PreparedStats {
+            total_docs: stats.total_docs,
+            ..Default::default()
+        };
+        for (i, field) in TEXT_FIELDS.iter().enumerate() {
+            prepared.field_tokens[i] = stats.field_tokens.get(*field).copied();
+        }
+        for ((field, term), df) in &stats.doc_freqs {
+            if let Some(i) = TEXT_FIELDS.iter().position(|f| f == field) {
+                prepared.doc_freqs[i].insert(term.clone(), *df);
+            }
+        }
+        prepared
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct VectorsMeta {
+    generation: u64,
+    dim: usize,
+}
+
+/// Vector ids are already hashes (FNV-1a of the name): use them as their own hash.
+#[derive(Clone, Copy, Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
+type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+struct State {
+    tools: IdMapOf<Arc<ToolRecord>>,
+    ids: HashMap<String, u64>,
+    vectors: Option<IdMap<FlatIndexImpl>>,
+    dim: usize,
+    generation: u64,
+}
+
+pub struct IntegrationIndex {
+    dir: PathBuf,
+    integration: String,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    state: RwLock<State>,
+    write_lock: Mutex<()>,
+}
+
+impl IntegrationIndex {
+    /// Opens the index in `dir`, creating an empty one if the directory holds none.
+    pub fn open(dir: &Path, integration: &str) -> Result<Self> {
+        let tantivy_dir = dir.join("tantivy");
+        fs::create_dir_all(&tantivy_dir)?;
+        let (schema, _) = build_schema();
+        let index = if tantivy_dir.join("meta.json").exists() {
+            Index::open_in_dir(&tantivy_dir)?
+        } else {
+            Index::create_in_dir(&tantivy_dir, schema)?
+        };
+        index.tokenizers().register(ANALYZER, text_analyzer());
+        let fields = resolve(&index.schema()).ok_or_else(|| {
+            IndexError::Corrupt(format!("{}: unexpected schema", tantivy_dir.display()))
+        })?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let generation = index
+            .load_metas()?
+            .payload
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or(0);
+
+        let searcher = reader.searcher();
+        let mut tools = IdMapOf::default();
+        let mut ids = HashMap::new();
+        let mut stored_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for doc_id in segment.doc_ids_alive() {
+                let doc: TantivyDocument =
+                    searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
+                let id = doc
+                    .get_first(fields.id)
+                    .and_then(|v| v.as_u64())
+                    .ok_or_else(|| corrupt("id"))?;
+                let record = doc
+                    .get_first(fields.record)
+                    .and_then(|v| v.as_str())
+                    .ok_or_else(|| corrupt("record"))?;
+                let record: ToolRecord =
+                    serde_json::from_str(record).map_err(|e| corrupt(&e.to_string()))?;
+                let vector = doc
+                    .get_first(fields.vector)
+                    .and_then(|v| v.as_bytes())
+                    .ok_or_else(|| corrupt("vector"))?;
+                stored_vectors.push((id, decode_vector(vector)));
+                ids.insert(record.name.clone(), id);
+                tools.insert(id, Arc::new(record));
+            }
+        }
+
+        let meta: Option<VectorsMeta> = fs::read(dir.join("vectors.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let faiss_path = dir.join("vectors.faiss");
+        let (vectors, dim) = match meta {
+            Some(meta) if meta.generation == generation && faiss_path.exists() => {
+                let loaded = faiss::read_index(path_str(&faiss_path)?)?
+                    .into_id_map()?
+                    .try_cast_inner_index::<FlatIndexImpl>()?;
+                if loaded.ntotal() as usize == tools.len() {
+                    (Some(loaded), meta.dim)
+                } else {
+                    rebuild(&stored_vectors)?
+                }
+            }
+            _ => rebuild(&stored_vectors)?,
+        };
+        let this = Self {
+            dir: dir.to_path_buf(),
+            integration: integration.to_string(),
+            index,
+            reader,
+            fields,
+            state: RwLock::new(State {
+                tools,
+                ids,
+                vectors,
+                dim,
+                generation,
+            }),
+            write_lock: Mutex::new(()),
+        };
+        this.flush_vectors()?;
+        Ok(this)
+    }
+
+    pub fn integration(&self) -> &str {
+        &self.integration
+    }
+
+    pub fn len(&self) -> usize {
+        self.state.read().tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.state.read().generation
+    }
+
+    /// The stored record of a tool by name.
+    pub fn get(&self, name: &str) -> Option<Arc<ToolRecord>> {
+        let state = self.state.read();
+        state
+            .ids
+            .get(name)
+            .and_then(|id| state.tools.get(id))
+            .cloned()
+    }
+
+    /// Inserts or replaces tools by name; the last of duplicate names in one call wins.
+    /// Returns the new generation.
+    pub fn upsert(&self, tools: Vec<IndexedTool>) -> Result<u64> {
+        let _write = self.write_lock.lock();
+        let mut by_name: HashMap<String, IndexedTool> = HashMap::new();
+        for tool in tools {
+            by_name.insert(tool.record.name.clone(), tool);
+        }
+        if by_name.is_empty() {
+            return Ok(self.generation());
+        }
+        let mut batch: Vec<(u64, IndexedTool)> = Vec::with_capacity(by_name.len());
+        {
+            let state = self.state.read();
+            let mut dim = state.dim;
+            for (name, tool) in by_name {
+                if tool.record.integration != self.integration {
+                    return Err(IndexError::invalid(
+                        "integration",
+                        format!(
+                            "tool `{name}` belongs to `{}`, not `{}`",
+                            tool.record.integration, self.integration
+                        ),
+                    ));
+                }
+                if tool.vector.is_empty() || tool.vector.iter().any(|x| !x.is_finite()) {
+                    return Err(IndexError::invalid(
+                        "vector",
+                        format!("tool `{name}` needs a finite, non-empty vector"),
+                    ));
+                }
+                if dim == 0 {
+                    dim = tool.vector.len();
+                } else if tool.vector.len() != dim {
+                    return Err(IndexError::invalid(
+                        "vector",
+                        format!(
+                            "tool `{name}` has a {}-d vector, the index holds {dim}-d vectors",
+                            tool.vector.len()
+                        ),
+                    ));
+                }
+                let id = stable_id(&name);
+                if let Some(other) = state.tools.get(&id)
+                    && other.name != name
+                {
+                    return Err(IndexError::Corrupt(format!(
+                        "vector id collision between `{name}` and `{}`",
+                        other.name
+                    )));
+                }
+                batch.push((id, tool));
+            }
+        }
+        batch.sort_by_key(|(id, _)| *id);
+        let generation = self.generation() + 1;
+        let writer = self.writer()?;
+        for (id, tool) in &batch {
+            let record = &tool.record;
+            writer.delete_term(Term::from_field_text(self.fields.name_exact, &record.name));
+            writer.add_document(doc!(
+                self.fields.name => record.name.as_str(),
+                self.fields.description => record.description.as_str(),
+                self.fields.params => record.parameter_text(),
+                self.fields.name_exact => record.name.as_str(),
+                self.fields.category => record.category.as_str(),
+                self.fields.side_effect => record.side_effect.as_str(),
+                self.fields.id => *id,
+                self.fields.record => serde_json::to_string(record).map_err(|e| IndexError::Corrupt(e.to_string()))?,
+                self.fields.vector => encode_vector(&tool.vector),
+            ))?;
+        }
+        commit(&self.index, writer, generation)?;
+        self.reader.reload()?;
+        {
+            let mut state = self.state.write();
+            let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
+            let flat: Vec<f32> = batch
+                .iter()
+                .flat_map(|(_, t)| t.vector.iter().copied())
+                .collect();
+            if state.vectors.is_none() {
+                state.dim = batch[0].1.vector.len();
+                state.vectors = Some(IdMap::new(FlatIndexImpl::new_ip(state.dim as u32)?)?);
+            }
+            let vectors = state.vectors.as_mut().expect("created above");
+            remove_vectors(vectors, &ids)?;
+            let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
+            vectors.add_with_ids(&flat, &labels)?;
+            for (id, tool) in batch {
+                state.ids.insert(tool.record.name.clone(), id);
+                state.tools.insert(id, Arc::new(tool.record));
+            }
+            state.generation = generation;
+        }
+        Ok(generation)
+    }
+
+    /// Deletes tools by name; returns how many existed and the new generation.
+    pub fn delete(&self, names: &[String]) -> Result<(u64, u64)> {
+        let _write = self.write_lock.lock();
+        let present: Vec<(String, u64)> = {
+            let state = self.state.read();
+            names
+                .iter()
+                .filter_map(|n| state.ids.get(n).map(|&id| (n.clone(), id)))
+                .collect::<HashMap<_, _>>()
+                .into_iter()
+                .collect()
+        };
+        if present.is_empty() {
+            return Ok((0, self.generation()));
+        }
+        let generation = self.generation() + 1;
+        let writer = self.writer()?;
+        for (name, _) in &present {
+            writer.delete_term(Term::from_field_text(self.fields.name_exact, name));
+        }
+        commit(&self.index, writer, generation)?;
+        self.reader.reload()?;
+        {
+            let mut state = self.state.write();
+            let ids: Vec<u64> = present.iter().map(|(_, id)| *id).collect();
+            if let Some(vectors) = state.vectors.as_mut() {
+                remove_vectors(vectors, &ids)?;
+            }
+            for (name, id) in &present {
+                state.ids.remove(name);
+                state.tools.remove(id);
+            }
+            state.generation = generation;
+        }
+        Ok((present.len() as u64, generation))
+    }
+
+    /// A one-thread writer whose merges are ours ([`commit`]) rather than a background policy's.
+    fn writer(&self) -> Result<tantivy::IndexWriter<TantivyDocument>> {
+        let writer = self
+            .index
+            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)?;
+        if self.len() as u64 <= MERGE_INTO_ONE_BELOW {
+            writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+        }
+        Ok(writer)
+    }
+
+    /// Adds this index's BM25 statistics for `terms` (analyzed query terms) to `stats`.
+    pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
+        let searcher = self.reader.searcher();
+        stats.total_docs += Bm25StatisticsProvider::total_num_docs(&searcher)?;
+        for field_name in TEXT_FIELDS {
+            let field = self.fields.text_field(field_name).expect("text field");
+            *stats
+                .field_tokens
+                .entry(field_name.to_string())
+                .or_default() += Bm25StatisticsProvider::total_num_tokens(&searcher, field)?;
+            for term in terms {
+                let df = searcher.doc_freq(&Term::from_field_text(field, term))?;
+                *stats
+                    .doc_freqs
+                    .entry((field_name.to_string(), term.clone()))
+                    .or_default() += df;
+            }
+        }
+        Ok(())
+    }
+
+    /// BM25 over the text fields for the analyzed `terms`, scored against `stats` when given.
+    /// Returns `(score, vector id)` pairs, eligible and excluded by the ceiling, each best first.
+    pub fn search_lexical(
+        &self,
+        terms: &[String],
+        boosts: &FieldBoosts,
+        filter: &ToolFilter,
+        limit: usize,
+        stats: Option<&PreparedStats>,
+    ) -> Result<Scored> {
+        let mut out = Scored::default();
+        if terms.is_empty() || limit == 0 {
+            return Ok(out);
+        }
+        let searcher = self.reader.searcher();
+        // Only (field, term) pairs this index holds: most indexes hold few of a query's terms, and
+        // one that holds none is skipped without building a query.
+        let Some(text) = self.text_query(&searcher, terms, boosts)? else {
+            return Ok(out);
+        };
+        let global = stats.map(|stats| GlobalStats {
+            stats,
+            fields: self.fields,
+            searcher: &searcher,
+        });
+        let provider: &dyn Bm25StatisticsProvider = match &global {
+            Some(g) => g,
+            None => &searcher,
+        };
+        let categories = filter.categories.as_ref().map(|c| {
+            any_term(
+                c.iter()
+                    .map(|c| Term::from_field_text(self.fields.category, c)),
+            )
+        });
+        let run = |side_effect: Option<Box<dyn Query>>, limit: usize| -> Result<Vec<(f32, u64)>> {
+            let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text.box_clone())];
+            if let Some(c) = &categories {
+                clauses.push((
+                    Occur::Must,
+                    Box::new(ConstScoreQuery::new(c.box_clone(), 0.0)),
+                ));
+            }
+            if let Some(s) = side_effect {
+                clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(s, 0.0))));
+            }
+            let query = BooleanQuery::new(clauses);
+            let top = searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(limit).order_by_score(),
+                provider,
+            )?;
+            self.ids_of(&searcher, top)
+        };
+        let Some(ceiling) = filter.max_side_effect else {
+            out.eligible = run(None, limit)?;
+            return Ok(out);
+        };
+        let size = self.len();
+        if size <= SMALL_INDEX.max(limit * 4) {
+            // A small index: rank every match once and split by side effect here.
+            let state = self.state.read();
+            for (score, id) in run(None, size.max(1))? {
+                let Some(tool) = state.tools.get(&id) else {
+                    continue;
+                };
+                let list = if tool.side_effect.allowed_under(Some(ceiling)) {
+                    &mut out.eligible
+                } else {
+                    &mut out.excluded
+                };
+                if list.len() < limit {
+                    list.push((score, id));
+                }
+            }
+        } else {
+            let side_effect_query = |allowed: bool| -> Box<dyn Query> {
+                any_term(
+                    SideEffect::ALL
+                        .into_iter()
+                        .filter(|e| e.allowed_under(Some(ceiling)) == allowed)
+                        .map(|e| Term::from_field_text(self.fields.side_effect, e.as_str())),
+                )
+            };
+            out.eligible = run(Some(side_effect_query(true)), limit)?;
+            out.excluded = run(Some(side_effect_query(false)), limit)?;
+        }
+        Ok(out)
+    }
+
+    /// Inner-product (cosine, vectors are normalised) nearest neighbours of `query`.
+    pub fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
+        let mut out = Scored::default();
+        let state = self.state.read();
+        let Some(vectors) = &state.vectors else {
+            return Ok(out);
+        };
+        if query.len() != state.dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "query vector has {} dimensions, the index holds {}-d vectors",
+                    query.len(),
+                    state.dim
+                ),
+            ));
+        }
+        let total = vectors.ntotal() as usize;
+        let filtered = filter.categories.is_some() || filter.max_side_effect.is_some();
+        let k = if filtered { total } else { limit.min(total) };
+        if k == 0 {
+            return Ok(out);
+        }
+        let result = vectors.search(query, k)?;
+        if !filtered {
+            out.eligible = result
+                .labels
+                .iter()
+                .zip(result.distances)
+                .filter_map(|(l, s)| Some((s, l.get()?)))
+                .collect();
+            return Ok(out);
+        }
+        for (label, score) in result.labels.iter().zip(result.distances) {
+            let Some((id, tool)) = label
+                .get()
+                .and_then(|id| state.tools.get(&id).map(|t| (id, t)))
+            else {
+                continue;
+            };
+            if !filter.in_scope(tool) {
+                continue;
+            }
+            let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
+                &mut out.eligible
+            } else {
+                &mut out.excluded
+            };
+            if list.len() < limit {
+                list.push((score, id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The record behind a vector id.
+    pub fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
+        self.state.read().tools.get(&id).cloned()
+    }
+
+    fn text_query(
+        &self,
+        searcher: &Searcher,
+        terms: &[String],
+        boosts: &FieldBoosts,
+    ) -> Result<Option<Box<dyn Query>>> {
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
+        for (field, boost) in [
+            (self.fields.name, boosts.name),
+            (self.fields.description, boosts.description),
+            (self.fields.params, boosts.params),
+        ] {
+            if boost <= 0.0 {
+                continue;
+            }
+            for term in terms {
+                let term = Term::from_field_text(field, term);
+                if searcher.doc_freq(&term)? == 0 {
+                    continue;
+                }
+                let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(query), boost)),
+                ));
+            }
+        }
+        Ok((!should.is_empty()).then(|| Box::new(BooleanQuery::new(should)) as Box<dyn Query>))
+    }
+
+    fn ids_of(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<(f32, u64)>> {
+        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
+            vec![None; searcher.segment_readers().len()];
+        let mut out = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let slot = &mut columns[address.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(
+                    searcher
+                        .segment_reader(address.segment_ord)
+                        .fast_fields()
+                        .u64("id")?,
+                );
+            }
+            if let Some(id) = slot.as_ref().and_then(|c| c.first(address.doc_id)) {
+                out.push((score, id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The stored records of the named tools that exist here.
+    pub fn records<'a>(&self, names: impl Iterator<Item = &'a str>) -> Vec<ToolRecord> {
+        let state = self.state.read();
+        names
+            .filter_map(|n| state.ids.get(n).and_then(|id| state.tools.get(id)))
+            .map(|t| (**t).clone())
+            .collect()
+    }
+
+    /// Writes the dense index to disk if it is older there than in memory. Writes do not call
+    /// this (the tantivy commit is what makes a write durable: it stores every vector); the shard
+    /// flushes periodically and on close, and [`IntegrationIndex::open`] rebuilds a stale file.
+    pub fn flush_vectors(&self) -> Result<bool> {
+        let _write = self.write_lock.lock();
+        let generation = self.generation();
+        if self.state.read().vectors.is_none() || meta_generation(&self.dir) == Some(generation) {
+            return Ok(false);
+        }
+        self.save_vectors()?;
+        Ok(true)
+    }
+
+    fn save_vectors(&self) -> Result<()> {
+        let state = self.state.read();
+        let Some(vectors) = &state.vectors else {
+            return Ok(());
+        };
+        let tmp = self.dir.join("vectors.faiss.tmp");
+        faiss::write_index(vectors, path_str(&tmp)?)?;
+        fs::File::open(&tmp)?.sync_all()?;
+        fs::rename(&tmp, self.dir.join("vectors.faiss"))?;
+        let meta = serde_json::to_vec(&VectorsMeta {
+            generation: state.generation,
+            dim: state.dim,
+        })
+        .map_err(|e| IndexError::Corrupt(e.to_string()))?;
+        let tmp = self.dir.join("vectors.json.tmp");
+        fs::write(&tmp, meta)?;
+        fs::File::open(&tmp)?.sync_all()?;
+        fs::rename(&tmp, self.dir.join("vectors.json"))?;
+        Ok(())
+    }
+}
+
+/// Global statistics with the searched index's own as fallback for anything not provided.
+struct GlobalStats<'a> {
+    stats: &'a PreparedStats,
+    fields: Fields,
+    searcher: &'a Searcher,
+}
+
+impl GlobalStats<'_> {
+    fn field_no(&self, field: tantivy::schema::Field) -> Option<usize> {
+        TEXT_FIELDS
+            .iter()
+            .position(|name| self.fields.text_field(name) == Some(field))
+    }
+}
+
+impl Bm25StatisticsProvider for GlobalStats<'_> {
+    fn total_num_tokens(&self, field: tantivy::schema::Field) -> tantivy::Result<u64> {
+        match self
+            .field_no(field)
+            .and_then(|i| self.stats.field_tokens[i])
+        {
+            Some(tokens) => Ok(tokens),
+            None => Bm25StatisticsProvider::total_num_tokens(self.searcher, field),
+        }
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let local = Bm25StatisticsProvider::total_num_docs(self.searcher)?;
+        Ok(self.stats.total_docs.max(local))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let value = term.value();
+        let found = self
+            .field_no(term.field())
+            .zip(value.as_str())
+            .and_then(|(i, text)| self.stats.doc_freqs[i].get(text));
+        match found {
+            Some(&df) => Ok(df),
+            None => self.searcher.doc_freq(term),
+        }
+    }
+}
+
+/// Matches documents holding any of `terms` (a few keyword values: cheaper than a term-set
+/// automaton, which builds an FST per query).
+fn any_term(terms: impl Iterator<Item = Term>) -> Box<dyn Query> {
+    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+        .map(|t| {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    Box::new(BooleanQuery::new(clauses))
+}
+
+/// Commits with the generation as payload, then merges the index into one segment while it is
+/// small (a per-integration index usually is): a query then pays its per-segment costs once.
+fn commit(
+    index: &Index,
+    mut writer: tantivy::IndexWriter<TantivyDocument>,
+    generation: u64,
+) -> Result<()> {
+    let mut prepared = writer.prepare_commit()?;
+    prepared.set_payload(&generation.to_string());
+    prepared.commit()?;
+    let segments = index.searchable_segment_metas()?;
+    let docs: u64 = segments.iter().map(|s| u64::from(s.num_docs())).sum();
+    if segments.len() > 1 && docs <= MERGE_INTO_ONE_BELOW {
+        let ids: Vec<_> = segments.iter().map(|s| s.id()).collect();
+        writer.merge(&ids).wait()?;
+    }
+    writer.wait_merging_threads()?;
+    Ok(())
+}
+
+fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
+    let Some((_, first)) = stored.first() else {
+        return Ok((None, 0));
+    };
+    let dim = first.len();
+    let mut index = IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?;
+    let flat: Vec<f32> = stored.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let labels: Vec<Idx> = stored.iter().map(|(id, _)| Idx::new(*id)).collect();
+    if stored.iter().any(|(_, v)| v.len() != dim) {
+        return Err(IndexError::Corrupt(
+            "stored vectors of different dimensions".into(),
+        ));
+    }
+    index.add_with_ids(&flat, &labels)?;
+    Ok((Some(index), dim))
+}
+
+fn remove_vectors(vectors: &mut IdMap<FlatIndexImpl>, ids: &[u64]) -> Result<()> {
+    let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
+    let selector = IdSelector::batch(&labels)?;
+    vectors.remove_ids(&selector)?;
+    Ok(())
+}
+
+fn meta_generation(dir: &Path) -> Option<u64> {
+    fs::read(dir.join("vectors.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<VectorsMeta>(&b).ok())
+        .map(|m| m.generation)
+}
+
+fn path_str(path: &Path) -> Result<&str> {
+    path.to_str()
+        .ok_or_else(|| IndexError::Corrupt(format!("non-UTF-8 path {}", path.display())))
+}
+
+fn corrupt(what: &str) -> IndexError {
+    IndexError::Corrupt(format!("stored document without a valid {what}"))
+}
+
+/// The vector id of a tool: FNV-1a of its name, 62 bits (FAISS ids are non-negative i64).
+pub fn stable_id(name: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash >> 2
+}
+
+fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}

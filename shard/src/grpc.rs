@@ -1,0 +1,114 @@
+//! The gRPC adapter of the internal shard API: convert, call [`ShardApi`], map errors.
+
+use std::sync::Arc;
+
+use agentsearch_common::ids::new_request_id;
+use agentsearch_common::shard::ShardApi;
+use agentsearch_proto::shard_v1 as pb;
+use agentsearch_proto::shard_v1::shard_server::{Shard, ShardServer};
+use agentsearch_proto::status_from_error;
+use tonic::{Request, Response, Status};
+
+/// Largest message a shard accepts or sends (upsert batches carry vectors).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+pub struct ShardGrpcService {
+    shard: Arc<dyn ShardApi>,
+}
+
+impl ShardGrpcService {
+    pub fn new(shard: Arc<dyn ShardApi>) -> Self {
+        Self { shard }
+    }
+
+    pub fn into_server(self) -> ShardServer<Self> {
+        ShardServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+fn request_id<T>(request: &Request<T>) -> String {
+    request
+        .metadata()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .unwrap_or_else(new_request_id)
+}
+
+#[tonic::async_trait]
+impl Shard for ShardGrpcService {
+    async fn info(
+        &self,
+        request: Request<pb::InfoRequest>,
+    ) -> Result<Response<pb::InfoResponse>, Status> {
+        let rid = request_id(&request);
+        let info = self
+            .shard
+            .info()
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(info.into()))
+    }
+
+    async fn term_stats(
+        &self,
+        request: Request<pb::TermStatsRequest>,
+    ) -> Result<Response<pb::TermStatsResponse>, Status> {
+        let rid = request_id(&request);
+        let stats = self
+            .shard
+            .term_stats(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(stats.into()))
+    }
+
+    async fn search_tools(
+        &self,
+        request: Request<pb::SearchToolsRequest>,
+    ) -> Result<Response<pb::SearchToolsResponse>, Status> {
+        let rid = request_id(&request);
+        let request = request
+            .into_inner()
+            .try_into()
+            .map_err(|e| status_from_error(&e, &rid))?;
+        let response = self
+            .shard
+            .search_tools(request)
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn upsert_tools(
+        &self,
+        request: Request<pb::UpsertToolsRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let rid = request_id(&request);
+        let request = request
+            .into_inner()
+            .try_into()
+            .map_err(|e| status_from_error(&e, &rid))?;
+        let response = self
+            .shard
+            .upsert_tools(request)
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn delete_tools(
+        &self,
+        request: Request<pb::DeleteToolsRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let rid = request_id(&request);
+        let response = self
+            .shard
+            .delete_tools(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+}

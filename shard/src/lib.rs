@@ -1,0 +1,194 @@
+//! The agentsearch shard: holds the tool indexes of its data dir ([`agentsearch_index::ToolIndexes`])
+//! and serves the internal shard API, in process ([`LocalShard`], behind
+//! [`agentsearch_common::shard::ShardApi`]) or over gRPC ([`grpc::ShardGrpcService`], [`serve`]).
+//! It does not embed text, fuse rankings or know about placement: the router does.
+
+pub mod grpc;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentsearch_common::shard::{
+    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
+    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+};
+use agentsearch_common::{Error, Result};
+use agentsearch_index::{FieldBoosts, ToolIndexes};
+
+/// A shard in this process.
+pub struct LocalShard {
+    id: String,
+    indexes: Arc<ToolIndexes>,
+}
+
+impl LocalShard {
+    /// Opens (or initialises) the shard in `data_dir`: its id and every index under it.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| Error::Internal(format!("create {}: {e}", data_dir.display())))?;
+        let id = shard_id(data_dir)?;
+        let indexes = ToolIndexes::open(data_dir, FieldBoosts::default())?;
+        let (count, tools) = indexes.counts();
+        tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, "shard opened");
+        Ok(Self {
+            id,
+            indexes: Arc::new(indexes),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Flushes dense-index snapshots every `every` in the background, for as long as the shard
+    /// lives (they are also flushed when it closes).
+    pub fn start_flusher(self: &Arc<Self>, every: std::time::Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let Some(shard) = weak.upgrade() else { break };
+                let indexes = shard.indexes.clone();
+                drop(shard);
+                match tokio::task::spawn_blocking(move || indexes.flush()).await {
+                    Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
+                    Ok(Err(err)) => {
+                        tracing::warn!(error = %err, "flushing vector snapshots failed")
+                    }
+                    _ => {}
+                }
+            }
+        });
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ToolIndexes) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let indexes = self.indexes.clone();
+        tokio::task::spawn_blocking(move || f(&indexes))
+            .await
+            .map_err(|e| Error::Internal(format!("index task: {e}")))?
+    }
+}
+
+/// The shard's id: read from `shard_id` in its data dir, created once.
+fn shard_id(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join("shard_id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_string()),
+        _ => {
+            let id = format!("shard-{}", uuid::Uuid::new_v4().simple());
+            let tmp = data_dir.join("shard_id.tmp");
+            std::fs::write(&tmp, &id)
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .map_err(|e| Error::Internal(format!("write {}: {e}", path.display())))?;
+            Ok(id)
+        }
+    }
+}
+
+/// Resident set size of this process in bytes (Linux; 0 elsewhere).
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[async_trait::async_trait]
+impl ShardApi for LocalShard {
+    async fn info(&self) -> Result<ShardInfo> {
+        let (indexes, tools) = self.indexes.counts();
+        Ok(ShardInfo {
+            shard_id: self.id.clone(),
+            indexes,
+            tools,
+            resident_bytes: resident_bytes(),
+        })
+    }
+
+    async fn term_stats(&self, request: TermStatsRequest) -> Result<TermStats> {
+        self.blocking(move |indexes| Ok(indexes.term_stats(&request)?))
+            .await
+    }
+
+    async fn search_tools(&self, request: ShardSearchRequest) -> Result<ShardSearchResponse> {
+        if request.limit == 0 || request.limit > 1000 {
+            return Err(Error::invalid("limit", "must be between 1 and 1000"));
+        }
+        self.blocking(move |indexes| Ok(indexes.search(&request)))
+            .await
+    }
+
+    async fn upsert_tools(&self, request: ShardUpsertRequest) -> Result<ShardWriteResponse> {
+        self.blocking(move |indexes| {
+            let affected = indexes.upsert(&request.project_id, request.tools)?;
+            Ok(ShardWriteResponse {
+                affected,
+                generation: 0,
+            })
+        })
+        .await
+    }
+
+    async fn delete_tools(&self, request: ShardDeleteRequest) -> Result<ShardWriteResponse> {
+        self.blocking(move |indexes| {
+            let Some(index) = indexes.get(&request.project_id, &request.integration) else {
+                return Ok(ShardWriteResponse::default());
+            };
+            let (affected, generation) = index.delete(&request.names)?;
+            Ok(ShardWriteResponse {
+                affected,
+                generation,
+            })
+        })
+        .await
+    }
+}
+
+/// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves.
+pub async fn serve(
+    shard: Arc<dyn ShardApi>,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
+    serve_on(shard, listener, shutdown).await
+}
+
+/// Like [`serve`], on a listener the caller bound (tests bind port 0).
+pub async fn serve_on(
+    shard: Arc<dyn ShardApi>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<agentsearch_proto::shard_v1::shard_server::ShardServer<grpc::ShardGrpcService>>()
+        .await;
+    tracing::info!(%addr, "shard gRPC listening");
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(grpc::ShardGrpcService::new(shard).into_server())
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
+        .await
+        .map_err(|e| Error::Internal(format!("shard server: {e}")))
+}

@@ -1,0 +1,413 @@
+//! Three shards and a router over real gRPC on loopback, with PostgreSQL metadata. Every
+//! expectation is computed from the fixture catalog independently of the service's code paths.
+
+use std::collections::{BTreeMap, HashSet};
+
+use agentsearch_common::shard::ShardApi;
+use agentsearch_common::tool::{SideEffect, ToolDefinition};
+use agentsearch_proto::v1 as pb;
+use agentsearch_tests::*;
+use tonic_types::StatusExt;
+
+fn catalog() -> Vec<ToolDefinition> {
+    fixture_catalog()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Tokens of a tool's LLM definition, counted here with tiktoken directly.
+fn tokens_of(tool: &ToolDefinition) -> u64 {
+    let definition = serde_json::json!({
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    });
+    tiktoken_rs::o200k_base_singleton().count_ordinary(&serde_json::to_string(&definition).unwrap())
+        as u64
+}
+
+/// Every word (lowercase alphanumeric run) of a tool's searchable text.
+fn words_of(tool: &ToolDefinition) -> HashSet<String> {
+    let mut text = format!("{} {}", tool.name.replace('_', " "), tool.description);
+    if let Some(props) = tool
+        .parameters
+        .as_ref()
+        .and_then(|p| p["properties"].as_object())
+    {
+        for (name, prop) in props {
+            text.push_str(&format!(
+                " {} {}",
+                name.replace('_', " "),
+                prop["description"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+async fn loaded(shards: usize) -> Cluster {
+    let cluster = Cluster::start(shards).await;
+    load_catalog(cluster.grpc, PROJECT, &catalog(), 10).await;
+    cluster
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_load_is_idempotent_and_placement_is_recorded() {
+    let cluster = Cluster::start(3).await;
+    let tools = catalog();
+    let acks = load_catalog(cluster.grpc, PROJECT, &tools, 10).await;
+    assert_eq!(acks.len(), 5);
+    assert_eq!(acks.iter().map(|a| a.upserted).sum::<u32>(), 42);
+    assert_eq!(acks.last().unwrap().total, 42);
+    // A second load of the same catalog writes nothing.
+    let acks = load_catalog(cluster.grpc, PROJECT, &tools, 10).await;
+    assert_eq!(acks.iter().map(|a| a.unchanged).sum::<u32>(), 42);
+    assert_eq!(acks.iter().map(|a| a.upserted).sum::<u32>(), 0);
+
+    // Every integration is placed on exactly one live shard, and each shard holds exactly the
+    // tools of the integrations placed on it.
+    let placements = cluster.placements().await;
+    let integrations: HashSet<&str> = tools.iter().map(|t| t.integration.as_str()).collect();
+    assert_eq!(placements.len(), integrations.len());
+    let ids: Vec<String> = cluster.router.shards().ids();
+    let mut expected_per_shard: BTreeMap<String, u64> = BTreeMap::new();
+    for (integration, shard) in &placements {
+        assert!(ids.contains(shard), "{shard} is not a live shard");
+        let count = tools
+            .iter()
+            .filter(|t| &t.integration == integration)
+            .count() as u64;
+        *expected_per_shard.entry(shard.clone()).or_default() += count;
+    }
+    for shard in &cluster.local {
+        let info = shard.info().await.unwrap();
+        assert_eq!(
+            info.tools,
+            expected_per_shard.get(&info.shard_id).copied().unwrap_or(0),
+            "{}",
+            info.shard_id
+        );
+    }
+
+    // A changed tool is rewritten; moving a tool to another integration removes the old copy.
+    let mut moved = tools
+        .iter()
+        .find(|t| t.name == "CRMLY_LOG_CALL")
+        .unwrap()
+        .clone();
+    moved.integration = "ticketeer".into();
+    moved.description = "Log a phone call against a ticket.".into();
+    let acks = load_catalog(cluster.grpc, PROJECT, std::slice::from_ref(&moved), 10).await;
+    assert_eq!(acks[0].upserted, 1);
+    let mut request = search_request("log a phone call");
+    request.top_k = Some(50);
+    request.mode = Some("lexical".into());
+    let response = search(cluster.grpc, request).await.unwrap();
+    let hits: Vec<&pb::ToolResult> = response
+        .tools
+        .iter()
+        .filter(|t| t.intent_name == "CRMLY_LOG_CALL")
+        .collect();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].integration, "ticketeer");
+    let total: u64 = futures_sum(&cluster).await;
+    assert_eq!(total, 42);
+}
+
+async fn futures_sum(cluster: &Cluster) -> u64 {
+    let mut total = 0;
+    for shard in &cluster.local {
+        total += shard.info().await.unwrap().tools;
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_ranking_matches_brute_force_cosine() {
+    let cluster = loaded(3).await;
+    let tools = catalog();
+    let model = embedder();
+    let texts: Vec<String> = tools
+        .iter()
+        .map(|t| t.to_record().embedding_text())
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let vectors = model.embed(&refs).unwrap();
+    for query in [
+        "share a document with a colleague",
+        "merge the pull request",
+        "open a support ticket",
+    ] {
+        let q = model.embed(&[query]).unwrap().remove(0);
+        let score = |name: &str| {
+            cosine(
+                &q,
+                &vectors[tools.iter().position(|t| t.name == name).unwrap()],
+            )
+        };
+        let mut request = search_request(query);
+        request.top_k = Some(50);
+        request.mode = Some("dense".into());
+        let response = search(cluster.grpc, request).await.unwrap();
+        let got = names(&response);
+        assert_eq!(got.len(), tools.len(), "every tool is a dense candidate");
+        for pair in got.windows(2) {
+            assert!(
+                score(&pair[0]) >= score(&pair[1]) - 1e-4,
+                "{query}: {} before {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        let best = tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .max_by(|a, b| score(a).total_cmp(&score(b)))
+            .unwrap();
+        assert_eq!(got[0], best, "{query}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lexical_matches_are_exactly_the_tools_containing_the_term() {
+    let cluster = loaded(3).await;
+    let tools = catalog();
+    for term in ["zebra", "quokka", "invitees", "squash"] {
+        let expected: HashSet<String> = tools
+            .iter()
+            .filter(|t| words_of(t).contains(term))
+            .map(|t| t.name.clone())
+            .collect();
+        assert!(!expected.is_empty(), "{term} must occur in the fixture");
+        let mut request = search_request(term);
+        request.top_k = Some(50);
+        request.mode = Some("lexical".into());
+        let response = search(cluster.grpc, request).await.unwrap();
+        let got: HashSet<String> = names(&response).into_iter().collect();
+        assert_eq!(got, expected, "{term}");
+        assert_eq!(
+            response.usage.as_ref().unwrap().candidates as usize,
+            expected.len()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_and_usage_counts_match_the_catalog() {
+    let cluster = loaded(3).await;
+    let tools = catalog();
+    let integrations = ["acme_chat", "acme_mail", "crmly"];
+    let categories = ["messaging", "email"];
+    let ceiling = SideEffect::Write;
+    let in_scope: Vec<&ToolDefinition> = tools
+        .iter()
+        .filter(|t| integrations.contains(&t.integration.as_str()))
+        .filter(|t| categories.contains(&t.category.as_deref().unwrap()))
+        .collect();
+    let allowed: HashSet<&str> = in_scope
+        .iter()
+        .filter(|t| matches!(t.side_effect, Some(SideEffect::Read | SideEffect::Write)))
+        .map(|t| t.name.as_str())
+        .collect();
+    let excluded = in_scope.len() - allowed.len();
+    assert!(
+        in_scope.len() <= 50,
+        "the whole scope fits in the candidate window"
+    );
+
+    let mut request = search_request("send a message to the team");
+    request.top_k = Some(5);
+    request.integrations = integrations.iter().map(|s| s.to_string()).collect();
+    request.categories = categories.iter().map(|s| s.to_string()).collect();
+    request.max_side_effect = Some(ceiling.as_str().into());
+    let response = search(cluster.grpc, request).await.unwrap();
+    for tool in &response.tools {
+        assert!(
+            allowed.contains(tool.intent_name.as_str()),
+            "{} is not allowed",
+            tool.intent_name
+        );
+        assert_eq!(tool.approval_required, tool.side_effect != "read");
+    }
+    let usage = response.usage.unwrap();
+    let visibility = usage.visibility.unwrap();
+    assert_eq!(usage.candidates as usize, allowed.len());
+    assert_eq!(usage.returned, 5);
+    assert_eq!(usage.omitted_for_top_k as usize, allowed.len() - 5);
+    assert_eq!(usage.omitted_for_budget, 0);
+    assert_eq!(usage.omitted_for_side_effect as usize, excluded);
+    assert_eq!(visibility.entitled_integrations, 3);
+    assert_eq!(visibility.candidates_before_filter as usize, in_scope.len());
+    assert_eq!(visibility.candidates_after_filter as usize, allowed.len());
+    assert_eq!(usage.strategy, "hybrid");
+    let expected_tokens: u64 = response
+        .tools
+        .iter()
+        .map(|r| tokens_of(tools.iter().find(|t| t.name == r.intent_name).unwrap()))
+        .sum();
+    assert_eq!(usage.tool_tokens, expected_tokens);
+    for r in &response.tools {
+        assert_eq!(
+            u64::from(r.tokens),
+            tokens_of(tools.iter().find(|t| t.name == r.intent_name).unwrap())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_packing_matches_an_independent_greedy_pass() {
+    let cluster = loaded(3).await;
+    let tools = catalog();
+    let tokens = |name: &str| tokens_of(tools.iter().find(|t| t.name == name).unwrap());
+    let mut full = search_request("email a customer about their ticket");
+    full.top_k = Some(50);
+    let ranked = names(&search(cluster.grpc, full).await.unwrap());
+    assert_eq!(ranked.len(), tools.len());
+    // A budget one token short of the first three tools.
+    let budget = tokens(&ranked[0]) + tokens(&ranked[1]) + tokens(&ranked[2]) - 1;
+    let mut expected = Vec::new();
+    let mut used = 0;
+    let mut skipped = 0;
+    for name in &ranked {
+        if used + tokens(name) <= budget {
+            used += tokens(name);
+            expected.push(name.clone());
+        } else {
+            skipped += 1;
+        }
+    }
+    let mut request = search_request("email a customer about their ticket");
+    request.max_tool_tokens = Some(budget as u32);
+    let response = search(cluster.grpc, request).await.unwrap();
+    let usage = response.usage.clone().unwrap();
+    assert_eq!(names(&response), expected);
+    assert_eq!(usage.tool_tokens, used);
+    assert_eq!(usage.omitted_for_budget, skipped);
+    assert_eq!(usage.omitted_for_top_k, 0);
+    assert_eq!(
+        usage.returned + usage.omitted_for_budget + usage.omitted_for_top_k,
+        usage.candidates
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shards_rank_exactly_like_one() {
+    let three = loaded(3).await;
+    let one = loaded(1).await;
+    for (query, mode) in [
+        ("send an email to a customer", "hybrid"),
+        ("delete a file", "hybrid"),
+        ("zebra", "lexical"),
+        ("list open pull requests", "lexical"),
+        ("message", "lexical"),
+        ("rename a room", "dense"),
+    ] {
+        let mut request = search_request(query);
+        request.top_k = Some(20);
+        request.mode = Some(mode.into());
+        let a = search(three.grpc, request.clone()).await.unwrap();
+        let b = search(one.grpc, request).await.unwrap();
+        assert_eq!(names(&a), names(&b), "{query} ({mode})");
+        for (x, y) in a.tools.iter().zip(&b.tools) {
+            assert!((x.relevancy - y.relevancy).abs() < 1e-12);
+        }
+        assert_eq!(a.usage, b.usage, "{query} ({mode})");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_shard_is_reported_and_the_rest_answers() {
+    let mut cluster = loaded(3).await;
+    let placements = cluster.placements().await;
+    // Stop the shard that holds the most integrations.
+    let mut per_shard: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (integration, shard) in &placements {
+        per_shard
+            .entry(shard.clone())
+            .or_default()
+            .push(integration.clone());
+    }
+    let (victim, lost) = per_shard
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    let index = cluster.local.iter().position(|s| s.id() == victim).unwrap();
+    cluster.shards.remove(index).stop().await;
+
+    let mut request = search_request("send an email");
+    request.top_k = Some(50);
+    let response = search(cluster.grpc, request).await.unwrap();
+    let failed: HashSet<String> = response
+        .errors
+        .iter()
+        .map(|e| e.integration.clone())
+        .collect();
+    assert_eq!(failed, lost.iter().cloned().collect::<HashSet<_>>());
+    assert!(
+        response
+            .errors
+            .iter()
+            .all(|e| e.code == "UNAVAILABLE" || e.code == "TIMEOUT"),
+        "{:?}",
+        response.errors
+    );
+    assert!(
+        response
+            .tools
+            .iter()
+            .all(|t| !lost.contains(&t.integration))
+    );
+    let reachable = catalog()
+        .iter()
+        .filter(|t| !lost.contains(&t.integration))
+        .count();
+    assert_eq!(response.tools.len(), reachable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_errors_carry_rich_details() {
+    let cluster = Cluster::start(1).await;
+    let mut request = search_request("x");
+    request.top_k = Some(51);
+    request.max_side_effect = Some("admin".into());
+    let status = search(cluster.grpc, request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    let details = status.get_error_details();
+    assert_eq!(details.error_info().unwrap().reason, "REQUEST_INVALID");
+    let fields: Vec<&str> = details
+        .bad_request()
+        .unwrap()
+        .field_violations
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect();
+    assert_eq!(fields, ["topK", "maxSideEffect"]);
+    assert!(details.request_info().is_some());
+    assert!(status.metadata().get_bin("agentsearch-error-bin").is_some());
+
+    let status = search(
+        cluster.grpc,
+        pb::SearchToolsRequest {
+            project_id: "nope".into(),
+            query: "x".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        status
+            .get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "projectId"
+    );
+}

@@ -1,0 +1,87 @@
+//! The embedded default: the demo catalog loads on first start, answers the README's query, and a
+//! restart on the same data dir serves the same catalog without re-ingesting it.
+
+use agentsearch::demo;
+use agentsearch_common::config::Config;
+use agentsearch_common::ids::DEMO_PROJECT_ID;
+use agentsearch_proto::v1 as pb;
+use agentsearch_router::auth::Auth;
+use agentsearch_tests::*;
+
+fn request(query: &str) -> pb::SearchToolsRequest {
+    pb::SearchToolsRequest {
+        project_id: DEMO_PROJECT_ID.into(),
+        query: query.into(),
+        top_k: Some(5),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_catalog_answers_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
+    let catalog_size = demo::parse_catalog(demo::CATALOG).unwrap().len() as u64;
+    assert!(catalog_size >= 600);
+
+    let first = {
+        let router = agentsearch::node::embedded_router(&config, embedder())
+            .await
+            .unwrap();
+        demo::load_if_empty(&router).await.unwrap();
+        assert_eq!(
+            router.store().catalog_size(DEMO_PROJECT_ID).await.unwrap(),
+            catalog_size
+        );
+        let (served, grpc) = start_router(router, Auth::default()).await;
+        let response = search(grpc, request("post a message to a slack channel"))
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&response)[0],
+            "SLACK_POST_MESSAGE",
+            "{:?}",
+            names(&response)
+        );
+        let integrations: std::collections::HashSet<String> = demo::parse_catalog(demo::CATALOG)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.integration)
+            .collect();
+        assert!(integrations.len() >= 30);
+        let response = search(grpc, request("create a contact in the crm"))
+            .await
+            .unwrap();
+        served.stop().await;
+        names(&response)
+    };
+
+    // Restart on the same data dir: nothing to load, same answers.
+    let router = agentsearch::node::embedded_router(&config, embedder())
+        .await
+        .unwrap();
+    let shards_total: u64 = {
+        let mut total = 0;
+        for id in router.shards().ids() {
+            total += router
+                .shards()
+                .get(&id)
+                .unwrap()
+                .info("t", std::time::Duration::from_secs(5))
+                .await
+                .unwrap()
+                .tools;
+        }
+        total
+    };
+    assert_eq!(shards_total, catalog_size, "the indexes persisted");
+    demo::load_if_empty(&router).await.unwrap();
+    let (_served, grpc) = start_router(router, Auth::default()).await;
+    let response = search(grpc, request("create a contact in the crm"))
+        .await
+        .unwrap();
+    assert_eq!(names(&response), first);
+}

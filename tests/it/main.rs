@@ -1,0 +1,7 @@
+//! Integration tests of agentsearch, one module per feature. They need PostgreSQL
+//! (`AGENTSEARCH_TEST_POSTGRES`, default the local server) and the model weights
+//! (`scripts/fetch-model.sh`), and run on an optimized build (see README).
+
+mod cluster;
+mod embedded;
+mod rest;

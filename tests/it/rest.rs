@@ -1,0 +1,239 @@
+//! The REST API over HTTP: exact snapshots of every error envelope, auth, and a successful search.
+
+use std::sync::Arc;
+
+use agentsearch_common::config::{Config, Secret};
+use agentsearch_router::auth::Auth;
+use agentsearch_tests::*;
+
+struct Rest {
+    http: Served,
+    _grpc: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(auth: Auth) -> Rest {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        shards: agentsearch_common::config::ShardsConfig {
+            local: 1,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let router = agentsearch::node::embedded_router(&config, embedder())
+        .await
+        .unwrap();
+    router
+        .upsert_tools(PROJECT, fixture_catalog(), "setup")
+        .await
+        .unwrap();
+    let (http, grpc) = start_router(Arc::clone(&router), auth).await;
+    Rest {
+        http,
+        _grpc: grpc,
+        _dir: dir,
+    }
+}
+
+const SEARCH: &str = "/api/tools/projects/00000000-0000-4000-8000-0000000000f1/tools/search";
+
+async fn post(rest: &Rest, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let (status, headers, body) = http(
+        rest.http.addr,
+        "POST",
+        path,
+        &[
+            ("content-type", "application/json"),
+            ("x-request-id", "req_snapshot"),
+        ],
+        body,
+    )
+    .await;
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "x-request-id" && v == "req_snapshot")
+    );
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_envelopes() {
+    let rest = start(Auth::default()).await;
+    let long_query = format!(r#"{{"query": "{}"}}"#, "a".repeat(1025));
+    let cases: Vec<(&str, String, String)> = vec![
+        ("empty_query", SEARCH.into(), r#"{"query": ""}"#.into()),
+        ("missing_query", SEARCH.into(), r#"{"topK": 3}"#.into()),
+        ("long_query", SEARCH.into(), long_query),
+        (
+            "top_k_zero",
+            SEARCH.into(),
+            r#"{"query": "x", "topK": 0}"#.into(),
+        ),
+        (
+            "top_k_51",
+            SEARCH.into(),
+            r#"{"query": "x", "topK": 51}"#.into(),
+        ),
+        (
+            "top_k_fraction",
+            SEARCH.into(),
+            r#"{"query": "x", "topK": 2.5}"#.into(),
+        ),
+        (
+            "max_tool_tokens_zero",
+            SEARCH.into(),
+            r#"{"query": "x", "maxToolTokens": 0}"#.into(),
+        ),
+        (
+            "unknown_side_effect",
+            SEARCH.into(),
+            r#"{"query": "x", "maxSideEffect": "admin"}"#.into(),
+        ),
+        (
+            "unknown_as_ceiling",
+            SEARCH.into(),
+            r#"{"query": "x", "maxSideEffect": "unknown"}"#.into(),
+        ),
+        (
+            "unknown_property",
+            SEARCH.into(),
+            r#"{"query": "x", "topk": 3}"#.into(),
+        ),
+        (
+            "wrong_types",
+            SEARCH.into(),
+            r#"{"query": ["x"], "integrations": "slack", "rerank": 1}"#.into(),
+        ),
+        (
+            "empty_filter",
+            SEARCH.into(),
+            r#"{"query": "x", "integrations": []}"#.into(),
+        ),
+        (
+            "bad_slug",
+            SEARCH.into(),
+            r#"{"query": "x", "categories": ["CRM"]}"#.into(),
+        ),
+        ("invalid_json", SEARCH.into(), r#"{"query": "#.into()),
+        ("not_an_object", SEARCH.into(), r#"["query"]"#.into()),
+        (
+            "connected_only",
+            SEARCH.into(),
+            r#"{"query": "x", "connectedOnly": true}"#.into(),
+        ),
+        (
+            "bad_project",
+            "/api/tools/projects/demo/tools/search".into(),
+            r#"{"query": "x"}"#.into(),
+        ),
+        (
+            "bad_diagnostics",
+            format!("{SEARCH}?diagnostics=yes"),
+            r#"{"query": "x"}"#.into(),
+        ),
+        (
+            "unknown_route",
+            "/api/tools/projects/x/nope".into(),
+            "{}".into(),
+        ),
+    ];
+    for (name, path, body) in cases {
+        let (status, json) = post(&rest, &path, &body).await;
+        insta::assert_json_snapshot!(name, serde_json::json!({"status": status, "body": json}));
+    }
+    let (status, _, body) = http(
+        rest.http.addr,
+        "GET",
+        SEARCH,
+        &[("x-request-id", "req_snapshot")],
+        "",
+    )
+    .await;
+    insta::assert_json_snapshot!(
+        "method_not_allowed",
+        serde_json::json!({"status": status, "body": serde_json::from_str::<serde_json::Value>(&body).unwrap()})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_is_enforced() {
+    let rest = start(Auth::new(Some(Secret::new("test-token-0123456789")))).await;
+    let (status, body) = post(&rest, SEARCH, r#"{"query": "x"}"#).await;
+    insta::assert_json_snapshot!(
+        "missing_token",
+        serde_json::json!({"status": status, "body": body})
+    );
+    let (status, _, body) = http(
+        rest.http.addr,
+        "POST",
+        SEARCH,
+        &[
+            ("authorization", "Bearer wrong-token-0123456789"),
+            ("x-request-id", "req_snapshot"),
+        ],
+        r#"{"query": "x"}"#,
+    )
+    .await;
+    insta::assert_json_snapshot!(
+        "wrong_token",
+        serde_json::json!({"status": status, "body": serde_json::from_str::<serde_json::Value>(&body).unwrap()})
+    );
+    let (status, _, _) = http(
+        rest.http.addr,
+        "POST",
+        SEARCH,
+        &[("authorization", "Bearer test-token-0123456789")],
+        r#"{"query": "close a ticket"}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _, _) = http(rest.http.addr, "GET", "/healthz", &[], "").await;
+    assert_eq!(status, 200, "health stays open for probes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_response_shape() {
+    let rest = start(Auth::default()).await;
+    let (status, json) = post(
+        &rest,
+        &format!("{SEARCH}?diagnostics=1"),
+        r#"{"query": "close a solved ticket", "topK": 2, "maxSideEffect": "write", "integrations": ["ticketeer"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{json}");
+    let tool = &json["tools"][0];
+    assert_eq!(tool["intentName"], "TICKETEER_CLOSE_TICKET");
+    assert_eq!(tool["tool"]["type"], "function");
+    assert_eq!(tool["tool"]["function"]["name"], "TICKETEER_CLOSE_TICKET");
+    assert_eq!(
+        tool["tool"]["function"]["parameters"]["required"][0],
+        "ticket_id"
+    );
+    assert_eq!(tool["approvalRequired"], true);
+    assert_eq!(tool["schemaSource"], "static");
+    assert_eq!(tool["relevancy"], 1.0);
+    assert_eq!(json["searchQuery"], "close a solved ticket");
+    assert_eq!(json["errors"], serde_json::json!([]));
+    let usage = &json["usage"];
+    assert_eq!(usage["returned"], 2);
+    assert_eq!(usage["degraded"], serde_json::Value::Null);
+    assert_eq!(usage["visibility"]["mode"], "filtered");
+    let labels: Vec<&str> = json["trace"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["label"].as_str().unwrap())
+        .collect();
+    for label in ["placement", "embed", "fanout", "fuse", "budget"] {
+        assert!(labels.contains(&label), "{labels:?}");
+    }
+    // Without diagnostics there is no trace.
+    let (_, json) = post(&rest, SEARCH, r#"{"query": "close a solved ticket"}"#).await;
+    assert!(json.get("trace").is_none());
+}
