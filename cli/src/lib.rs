@@ -90,6 +90,14 @@ pub enum CatalogCommand {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    if std::env::var_os("OMP_NUM_THREADS").is_none() {
+        // FAISS's OpenMP threads spin-wait between calls and slow everything else on few cores;
+        // our FAISS calls are small. Set before any thread exists (nothing else runs yet).
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("OMP_NUM_THREADS", "1")
+        };
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

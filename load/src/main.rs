@@ -41,7 +41,7 @@ struct Args {
     #[arg(long, default_value_t = 200)]
     integrations: usize,
     /// Tools per upsert batch.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 500)]
     batch_size: usize,
     /// Do not ingest (the catalog is already loaded).
     #[arg(long)]

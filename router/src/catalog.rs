@@ -35,6 +35,15 @@ pub struct DeleteOutcome {
     pub not_found: u32,
 }
 
+/// A validated, embedded batch, ready to be written ([`Router::prepare_upsert`]).
+pub struct PreparedBatch {
+    project_id: String,
+    /// Changed tools with their ledger entries.
+    tools: Vec<(IndexedTool, CatalogEntry)>,
+    unchanged: u32,
+    embed_ms: u64,
+}
+
 impl Router {
     /// Upserts one batch of tool definitions into the project's catalog.
     pub async fn upsert_tools(
@@ -43,9 +52,18 @@ impl Router {
         tools: Vec<ToolDefinition>,
         request_id: &str,
     ) -> Result<UpsertOutcome> {
-        if tools.is_empty() {
-            return Ok(UpsertOutcome::default());
-        }
+        let prepared = self.prepare_upsert(project_id, tools).await?;
+        self.write_upsert(prepared, request_id).await
+    }
+
+    /// The CPU-bound half of an upsert: validate, count tokens, skip unchanged tools, embed.
+    /// Nothing is written; a stream of batches prepares the next batch while the previous one is
+    /// written.
+    pub async fn prepare_upsert(
+        &self,
+        project_id: &str,
+        tools: Vec<ToolDefinition>,
+    ) -> Result<PreparedBatch> {
         if tools.len() > MAX_BATCH {
             return Err(Error::invalid(
                 "tools",
@@ -68,6 +86,15 @@ impl Router {
         if !violations.is_empty() {
             return Err(Error::invalid_many(violations));
         }
+        let mut batch = PreparedBatch {
+            project_id: project_id.to_string(),
+            tools: Vec::new(),
+            unchanged: 0,
+            embed_ms: 0,
+        };
+        if tools.is_empty() {
+            return Ok(batch);
+        }
 
         let model_id = self.embedder.inner().model_id().to_string();
         let records: Vec<(ToolRecord, String)> = tools
@@ -79,7 +106,6 @@ impl Router {
                 (record, hash)
             })
             .collect();
-        self.store.ensure_project(project_id).await?;
         let names: Vec<String> = records.iter().map(|(r, _)| r.name.clone()).collect();
         let existing: HashMap<String, CatalogEntry> = self
             .store
@@ -94,13 +120,12 @@ impl Router {
                     .get(&record.name)
                     .is_none_or(|e| &e.content_hash != hash || e.integration != record.integration)
             });
+        batch.unchanged = unchanged.len() as u32;
         if changed.is_empty() {
-            return Ok(UpsertOutcome {
-                upserted: 0,
-                unchanged: unchanged.len() as u32,
-            });
+            return Ok(batch);
         }
 
+        let started = std::time::Instant::now();
         let texts: Vec<String> = changed.iter().map(|(r, _)| r.embedding_text()).collect();
         let embedder = self.embedder.inner().clone();
         let batch_size = self.settings.embed_batch_size;
@@ -110,19 +135,56 @@ impl Router {
         .await
         .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
         .map_err(|e| Error::Unavailable(e.to_string()))?;
-
-        let mut by_integration: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
-        let mut entries = Vec::with_capacity(changed.len());
+        batch.embed_ms = started.elapsed().as_millis() as u64;
         for ((record, hash), vector) in changed.into_iter().zip(vectors) {
-            entries.push(CatalogEntry {
+            let entry = CatalogEntry {
                 name: record.name.clone(),
                 integration: record.integration.clone(),
                 content_hash: hash,
+            };
+            batch.tools.push((IndexedTool { record, vector }, entry));
+        }
+        Ok(batch)
+    }
+
+    /// The I/O half of an upsert: place new integrations, write every replica (one call per
+    /// shard), remove moved tools from their old integration, then record the ledger.
+    pub async fn write_upsert(
+        &self,
+        batch: PreparedBatch,
+        request_id: &str,
+    ) -> Result<UpsertOutcome> {
+        let started = std::time::Instant::now();
+        let project_id = batch.project_id.as_str();
+        if batch.tools.is_empty() {
+            return Ok(UpsertOutcome {
+                upserted: 0,
+                unchanged: batch.unchanged,
             });
+        }
+        self.store.ensure_project(project_id).await?;
+        // Where the tools are now (read at write time: an earlier batch of the same stream may
+        // have moved one since this batch was prepared).
+        let names: Vec<String> = batch
+            .tools
+            .iter()
+            .map(|(t, _)| t.record.name.clone())
+            .collect();
+        let previous: HashMap<String, CatalogEntry> = self
+            .store
+            .catalog_entries(project_id, &names)
+            .await?
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect();
+        let mut by_integration: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
+        let mut entries = Vec::with_capacity(batch.tools.len());
+        for (tool, entry) in batch.tools {
             by_integration
-                .entry(record.integration.clone())
+                .entry(tool.record.integration.clone())
                 .or_default()
-                .push(IndexedTool { record, vector });
+                .push(tool);
+            entries.push(entry);
         }
         // One write per shard with the tools of every integration (replica) it holds.
         let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
@@ -159,7 +221,7 @@ impl Router {
         // Tools that moved to another integration leave their old index.
         let moved: BTreeMap<String, Vec<String>> =
             entries.iter().fold(BTreeMap::new(), |mut acc, e| {
-                if let Some(old) = existing
+                if let Some(old) = previous
                     .get(&e.name)
                     .filter(|old| old.integration != e.integration)
                 {
@@ -172,9 +234,16 @@ impl Router {
         self.delete_from_shards(project_id, moved, request_id)
             .await?;
         self.store.put_catalog_entries(project_id, &entries).await?;
+        tracing::debug!(
+            request_id,
+            tools = entries.len(),
+            embed_ms = batch.embed_ms,
+            write_ms = started.elapsed().as_millis() as u64,
+            "catalog batch indexed"
+        );
         Ok(UpsertOutcome {
             upserted: entries.len() as u32,
-            unchanged: unchanged.len() as u32,
+            unchanged: batch.unchanged,
         })
     }
 

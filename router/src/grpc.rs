@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::Router;
 use crate::api::{RawSearch, ToolSearchResponse};
 use crate::auth::Auth;
+use crate::catalog::{PreparedBatch, UpsertOutcome};
 
 #[derive(Clone)]
 pub struct PublicGrpc {
@@ -182,6 +183,23 @@ pub fn definition_from_proto(
     })
 }
 
+/// Converts and validates one streamed batch, then prepares it (embedding included).
+async fn prepare(router: &Router, message: pb::UpsertToolsRequest) -> Result<PreparedBatch, Error> {
+    let project_id = parse_project_id("projectId", &message.project_id)?;
+    let mut defs = Vec::with_capacity(message.tools.len());
+    let mut violations = Vec::new();
+    for (i, t) in message.tools.into_iter().enumerate() {
+        match definition_from_proto(i, t) {
+            Ok(d) => defs.push(d),
+            Err(v) => violations.push(v),
+        }
+    }
+    if !violations.is_empty() {
+        return Err(Error::invalid_many(violations));
+    }
+    router.prepare_upsert(&project_id, defs).await
+}
+
 type AckStream = Pin<Box<dyn Stream<Item = Result<pb::UpsertToolsResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -197,39 +215,49 @@ impl ToolCatalog for PublicGrpc {
         let router = self.router.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
+            // Batch n+1 is validated and embedded while batch n is written; writes stay in
+            // order, and each acknowledgement is sent once its batch is durably indexed.
             let mut total = 0u64;
-            while let Some(message) = incoming.next().await {
-                let result = async {
-                    let message = message?;
-                    let fail = |e: Error| status_from_error(&e, &request_id);
-                    let project_id =
-                        parse_project_id("projectId", &message.project_id).map_err(fail)?;
-                    let mut defs = Vec::with_capacity(message.tools.len());
-                    let mut violations = Vec::new();
-                    for (i, t) in message.tools.into_iter().enumerate() {
-                        match definition_from_proto(i, t) {
-                            Ok(d) => defs.push(d),
-                            Err(v) => violations.push(v),
-                        }
-                    }
-                    if !violations.is_empty() {
-                        return Err(fail(Error::invalid_many(violations)));
-                    }
-                    let outcome = router
-                        .upsert_tools(&project_id, defs, &request_id)
+            let mut writing: Option<tokio::task::JoinHandle<Result<UpsertOutcome, Status>>> = None;
+            let fail = |e: Error| status_from_error(&e, &request_id);
+            loop {
+                let prepared = match incoming.next().await {
+                    None => None,
+                    Some(Err(status)) => Some(Err(status)),
+                    Some(Ok(message)) => Some(prepare(&router, message).await.map_err(fail)),
+                };
+                if let Some(handle) = writing.take() {
+                    let acked = handle
                         .await
-                        .map_err(fail)?;
-                    total += u64::from(outcome.upserted + outcome.unchanged);
-                    Ok(pb::UpsertToolsResponse {
-                        upserted: outcome.upserted,
-                        unchanged: outcome.unchanged,
-                        total,
-                    })
+                        .unwrap_or_else(|e| Err(Status::internal(format!("write task: {e}"))));
+                    let ack = acked.map(|o| {
+                        total += u64::from(o.upserted + o.unchanged);
+                        pb::UpsertToolsResponse {
+                            upserted: o.upserted,
+                            unchanged: o.unchanged,
+                            total,
+                        }
+                    });
+                    let failed = ack.is_err();
+                    if tx.send(ack).await.is_err() || failed {
+                        return;
+                    }
                 }
-                .await;
-                let stop = result.is_err();
-                if tx.send(result).await.is_err() || stop {
-                    break;
+                match prepared {
+                    None => return,
+                    Some(Err(status)) => {
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                    Some(Ok(batch)) => {
+                        let (router, request_id) = (router.clone(), request_id.clone());
+                        writing = Some(tokio::spawn(async move {
+                            router
+                                .write_upsert(batch, &request_id)
+                                .await
+                                .map_err(|e| status_from_error(&e, &request_id))
+                        }));
+                    }
                 }
             }
         });

@@ -84,7 +84,16 @@ impl Router {
             .iter()
             .filter(|p| requested.is_empty() || requested.contains(p.integration.as_str()))
             .collect();
-        let mut errors = Vec::new();
+        let mut errors: Vec<SearchError> = req
+            .integrations
+            .iter()
+            .filter(|i| !placements.iter().any(|p| &p.integration == *i))
+            .map(|i| SearchError {
+                integration: i.clone(),
+                code: "UNKNOWN_INTEGRATION".into(),
+                message: "the project's catalog has no tools of this integration".into(),
+            })
+            .collect();
         let mut by_shard: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for placement in &scope {
             match placement
@@ -184,7 +193,11 @@ impl Router {
             )
             .await;
         // Retry the integrations of failed shards once, on their next replica, within the deadline.
-        let failed: Vec<String> = errors.iter().map(|e| e.integration.clone()).collect();
+        let failed: Vec<String> = errors
+            .iter()
+            .filter(|e| e.code != "UNKNOWN_INTEGRATION")
+            .map(|e| e.integration.clone())
+            .collect();
         if !failed.is_empty() && Instant::now() < deadline {
             let retry = self.replica_parts(&scope, &failed, &parts);
             if !retry.is_empty() {

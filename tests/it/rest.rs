@@ -237,3 +237,73 @@ async fn search_response_shape() {
     let (_, json) = post(&rest, SEARCH, r#"{"query": "close a solved ticket"}"#).await;
     assert!(json.get("trace").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_over_rest() {
+    let rest = start(Auth::default()).await;
+    let tools = "/api/tools/projects/00000000-0000-4000-8000-0000000000f1/tools";
+    let body = r#"{"tools": [
+        {"name": "WIDGETS_POLISH_WIDGET", "integration": "widgets", "category": "general", "sideEffect": "write",
+         "description": "Polish a widget until it shines.", "parameters": {"type": "object", "properties": {"widget_id": {"type": "string"}}}},
+        {"name": "WIDGETS_COUNT", "integration": "widgets", "sideEffect": "sometimes", "description": "Count widgets."}
+    ]}"#;
+    let (status, _, response) = http(
+        rest.http.addr,
+        "PUT",
+        tools,
+        &[("x-request-id", "req_snapshot")],
+        body,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let json: serde_json::Value = serde_json::from_str(&response).unwrap();
+    assert_eq!(
+        json["error"]["details"][0]["field"], "tools[1].sideEffect",
+        "{json}"
+    );
+
+    let body = body.replace("sometimes", "read");
+    let (status, _, response) = http(rest.http.addr, "PUT", tools, &[], &body).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&response).unwrap(),
+        serde_json::json!({"upserted": 2, "unchanged": 0})
+    );
+
+    let (_, json) = post(
+        &rest,
+        SEARCH,
+        r#"{"query": "polish a widget", "integrations": ["widgets", "nosuchapp"]}"#,
+    )
+    .await;
+    assert_eq!(json["tools"][0]["intentName"], "WIDGETS_POLISH_WIDGET");
+    assert_eq!(json["errors"][0]["integration"], "nosuchapp");
+    assert_eq!(json["errors"][0]["code"], "UNKNOWN_INTEGRATION");
+
+    let (status, _, response) = http(
+        rest.http.addr,
+        "POST",
+        &format!("{tools}:delete"),
+        &[],
+        r#"{"names": ["WIDGETS_COUNT", "NOPE"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&response).unwrap(),
+        serde_json::json!({"deleted": 1, "notFound": 1})
+    );
+    let (_, json) = post(
+        &rest,
+        SEARCH,
+        r#"{"query": "count widgets", "integrations": ["widgets"]}"#,
+    )
+    .await;
+    let names: Vec<&str> = json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["intentName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["WIDGETS_POLISH_WIDGET"]);
+}

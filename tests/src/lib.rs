@@ -23,9 +23,9 @@ use tonic::transport::Channel;
 
 pub const PROJECT: &str = "00000000-0000-4000-8000-0000000000f1";
 
-/// The model folder: `AGENTSEARCH_MODEL_DIR`, else `models/all-MiniLM-L6-v2` of the workspace.
+/// The model folder: `AGENTSEARCH_EMBED__MODEL_DIR`, else `models/all-MiniLM-L6-v2` of the workspace.
 pub fn model_dir() -> PathBuf {
-    std::env::var_os("AGENTSEARCH_MODEL_DIR")
+    std::env::var_os("AGENTSEARCH_EMBED__MODEL_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/all-MiniLM-L6-v2"))
 }

@@ -10,9 +10,14 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-/// The environment prefix. Kubernetes service links (`AGENTSEARCH_PORT`, `AGENTSEARCH_SERVICE_HOST`)
-/// share it and are ignored.
+/// The environment prefix. A variable is configuration when it names a top-level key
+/// (`AGENTSEARCH_DATA_DIR`) or a section path with `__` (`AGENTSEARCH_SEARCH__RRF_K`); others sharing
+/// the prefix (Kubernetes service links such as `AGENTSEARCH_PORT`, client settings such as
+/// `AGENTSEARCH_TOKEN`) are ignored.
 pub const ENV_PREFIX: &str = "AGENTSEARCH_";
+
+/// Top-level keys that may be set without a section path.
+const TOP_LEVEL_KEYS: &[&str] = &["data_dir", "http", "grpc"];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -203,7 +208,7 @@ impl Config {
             Env::prefixed(ENV_PREFIX)
                 .filter(|key| {
                     let key = key.as_str();
-                    !(key.starts_with("port") || key.starts_with("service_"))
+                    key.contains("__") || TOP_LEVEL_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
                 })
                 .split("__"),
         )
@@ -321,5 +326,54 @@ mod tests {
     fn secrets_do_not_print() {
         let s = Secret::new("super-secret-token-123");
         assert_eq!(format!("{s:?} {s}"), "Secret(***) ***");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    /// Every configuration file shipped in `deploy/` parses and validates.
+    #[test]
+    fn deploy_configs_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let config =
+                    Config::load(Some(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(
+                    config.search,
+                    SearchConfig::default(),
+                    "{}: the example documents the defaults",
+                    path.display()
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen > 0);
+    }
+}
+
+#[cfg(test)]
+mod env {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_and_unrelated_variables_are_ignored() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("AGENTSEARCH_SEARCH__RRF_K", "25");
+            jail.set_env("AGENTSEARCH_DATA_DIR", "/tmp/x");
+            jail.set_env("AGENTSEARCH_PORT", "tcp://10.0.0.1:8080");
+            jail.set_env("AGENTSEARCH_TOKEN", "client-side");
+            let config = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(config.search.rrf_k, 25.0);
+            assert_eq!(config.data_dir, std::path::PathBuf::from("/tmp/x"));
+            jail.set_env("AGENTSEARCH_SERACH__RRF_K", "25");
+            let err = Config::load(None).unwrap_err().to_string();
+            assert!(err.contains("serach"), "{err}");
+            Ok(())
+        });
     }
 }

@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn model_dir() -> Option<std::path::PathBuf> {
-        let dir = std::env::var_os("AGENTSEARCH_MODEL_DIR")
+        let dir = std::env::var_os("AGENTSEARCH_EMBED__MODEL_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2")

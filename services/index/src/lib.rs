@@ -7,6 +7,7 @@
 
 pub mod analyzer;
 pub mod error;
+pub mod lexical;
 pub mod schema;
 pub mod tool_index;
 
@@ -23,7 +24,8 @@ use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
 use parking_lot::RwLock;
 
 pub use error::{IndexError, Result};
-pub use tool_index::{FieldBoosts, IntegrationIndex, PreparedStats, Scored, ToolFilter};
+pub use lexical::LexicalQuery;
+pub use tool_index::{FieldBoosts, IntegrationIndex, Scored, ToolFilter};
 
 type Key = (String, String);
 
@@ -164,25 +166,32 @@ impl ToolIndexes {
             Vec::new()
         };
         let scoped = self.scoped(&request.project_id, &request.integrations);
-        let stats = match &request.stats {
-            Some(stats) => Some(PreparedStats::new(stats)),
-            None if scoped.len() > 1 && !terms.is_empty() => {
-                // Statistics of all searched indexes, so their scores are comparable.
-                let mut s = TermStats::default();
-                for index in &scoped {
-                    if let Err(err) = index.add_term_stats(&terms, &mut s) {
-                        tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
+        // Global statistics from the router, else those of every index searched here, so the
+        // scores of different indexes are comparable.
+        let lexical = if terms.is_empty() {
+            LexicalQuery::default()
+        } else {
+            let own;
+            let stats = match &request.stats {
+                Some(stats) => stats,
+                None => {
+                    let mut s = TermStats::default();
+                    for index in &scoped {
+                        if let Err(err) = index.add_term_stats(&terms, &mut s) {
+                            tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
+                        }
                     }
+                    own = s;
+                    &own
                 }
-                Some(PreparedStats::new(&s))
-            }
-            None => None,
+            };
+            LexicalQuery::new(&terms, stats, &self.boosts)
         };
         let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
         let mut failures = Vec::new();
         for (i, index) in scoped.iter().enumerate() {
             if request.lexical {
-                match index.search_lexical(&terms, &self.boosts, &filter, limit, stats.as_ref()) {
+                match index.search_lexical(&lexical, &filter, limit) {
                     Ok(s) => pool(&mut pools, 0, i, s),
                     Err(err) => failures.push(failure(index, "lexical", &err)),
                 }

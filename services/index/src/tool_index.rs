@@ -27,15 +27,13 @@ use faiss::selector::IdSelector;
 use faiss::{ConcurrentIndex, Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
-use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery,
-};
-use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term, doc};
+use tantivy::query::Bm25StatisticsProvider;
+use tantivy::schema::Value;
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term, doc};
 
 use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
+use crate::lexical::LexicalQuery;
 use crate::schema::{Fields, TEXT_FIELDS, build_schema, resolve};
 
 /// Indexes with at most this many documents are kept in a single segment.
@@ -84,35 +82,6 @@ impl ToolFilter {
 pub struct Scored {
     pub eligible: Vec<(f32, u64)>,
     pub excluded: Vec<(f32, u64)>,
-}
-
-/// Indexes up to this size rank every lexical match in one pass when a ceiling is set.
-const SMALL_INDEX: usize = 512;
-
-/// Global BM25 statistics arranged for lookups without allocation.
-#[derive(Debug, Default)]
-pub struct PreparedStats {
-    total_docs: u64,
-    field_tokens: [Option<u64>; 3],
-    doc_freqs: [HashMap<String, u64>; 3],
-}
-
-impl PreparedStats {
-    pub fn new(stats: &TermStats) -> Self {
-        let mut prepared = PreparedStats {
-            total_docs: stats.total_docs,
-            ..Default::default()
-        };
-        for (i, field) in TEXT_FIELDS.iter().enumerate() {
-            prepared.field_tokens[i] = stats.field_tokens.get(*field).copied();
-        }
-        for ((field, term), df) in &stats.doc_freqs {
-            if let Some(i) = TEXT_FIELDS.iter().position(|f| f == field) {
-                prepared.doc_freqs[i].insert(term.clone(), *df);
-            }
-        }
-        prepared
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -441,92 +410,55 @@ impl IntegrationIndex {
         Ok(())
     }
 
-    /// BM25 over the text fields for the analyzed `terms`, scored against `stats` when given.
-    /// Returns `(score, vector id)` pairs, eligible and excluded by the ceiling, each best first.
+    /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,
+    /// computed once per query). Scores term-at-a-time over the postings (short for a
+    /// per-integration index), then filters the matched tools in memory. Returns
+    /// `(score, vector id)` pairs, eligible and excluded by the ceiling, each best first.
     pub fn search_lexical(
         &self,
-        terms: &[String],
-        boosts: &FieldBoosts,
+        query: &LexicalQuery,
         filter: &ToolFilter,
         limit: usize,
-        stats: Option<&PreparedStats>,
     ) -> Result<Scored> {
         let mut out = Scored::default();
-        if terms.is_empty() || limit == 0 {
+        if query.is_empty() || limit == 0 {
             return Ok(out);
         }
         let searcher = self.reader.searcher();
-        // Only (field, term) pairs this index holds: most indexes hold few of a query's terms, and
-        // one that holds none is skipped without building a query.
-        let Some(text) = self.text_query(&searcher, terms, boosts)? else {
-            return Ok(out);
-        };
-        let global = stats.map(|stats| GlobalStats {
-            stats,
-            fields: self.fields,
-            searcher: &searcher,
-        });
-        let provider: &dyn Bm25StatisticsProvider = match &global {
-            Some(g) => g,
-            None => &searcher,
-        };
-        let categories = filter.categories.as_ref().map(|c| {
-            any_term(
-                c.iter()
-                    .map(|c| Term::from_field_text(self.fields.category, c)),
-            )
-        });
-        let run = |side_effect: Option<Box<dyn Query>>, limit: usize| -> Result<Vec<(f32, u64)>> {
-            let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text.box_clone())];
-            if let Some(c) = &categories {
-                clauses.push((
-                    Occur::Must,
-                    Box::new(ConstScoreQuery::new(c.box_clone(), 0.0)),
-                ));
+        let state = self.state.read();
+        let mut scores: Vec<f32> = Vec::new();
+        let mut matched: Vec<u32> = Vec::new();
+        for segment in searcher.segment_readers() {
+            query.score_segment(segment, &self.fields, &mut scores, &mut matched)?;
+            if matched.is_empty() {
+                continue;
             }
-            if let Some(s) = side_effect {
-                clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(s, 0.0))));
-            }
-            let query = BooleanQuery::new(clauses);
-            let top = searcher.search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(limit).order_by_score(),
-                provider,
-            )?;
-            self.ids_of(&searcher, top)
-        };
-        let Some(ceiling) = filter.max_side_effect else {
-            out.eligible = run(None, limit)?;
-            return Ok(out);
-        };
-        let size = self.len();
-        if size <= SMALL_INDEX.max(limit * 4) {
-            // A small index: rank every match once and split by side effect here.
-            let state = self.state.read();
-            for (score, id) in run(None, size.max(1))? {
-                let Some(tool) = state.tools.get(&id) else {
+            let ids = segment.fast_fields().u64("id")?;
+            let alive = segment.alive_bitset();
+            for &doc in &matched {
+                if alive.is_some_and(|a| a.is_deleted(doc)) {
+                    continue;
+                }
+                let Some((id, tool)) = ids
+                    .first(doc)
+                    .and_then(|id| state.tools.get(&id).map(|t| (id, t)))
+                else {
                     continue;
                 };
-                let list = if tool.side_effect.allowed_under(Some(ceiling)) {
+                if !filter.in_scope(tool) {
+                    continue;
+                }
+                let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
                     &mut out.eligible
                 } else {
                     &mut out.excluded
                 };
-                if list.len() < limit {
-                    list.push((score, id));
-                }
+                list.push((scores[doc as usize], id));
             }
-        } else {
-            let side_effect_query = |allowed: bool| -> Box<dyn Query> {
-                any_term(
-                    SideEffect::ALL
-                        .into_iter()
-                        .filter(|e| e.allowed_under(Some(ceiling)) == allowed)
-                        .map(|e| Term::from_field_text(self.fields.side_effect, e.as_str())),
-                )
-            };
-            out.eligible = run(Some(side_effect_query(true)), limit)?;
-            out.excluded = run(Some(side_effect_query(false)), limit)?;
+        }
+        for list in [&mut out.eligible, &mut out.excluded] {
+            list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            list.truncate(limit);
         }
         Ok(out)
     }
@@ -591,57 +523,6 @@ impl IntegrationIndex {
         self.state.read().tools.get(&id).cloned()
     }
 
-    fn text_query(
-        &self,
-        searcher: &Searcher,
-        terms: &[String],
-        boosts: &FieldBoosts,
-    ) -> Result<Option<Box<dyn Query>>> {
-        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
-        for (field, boost) in [
-            (self.fields.name, boosts.name),
-            (self.fields.description, boosts.description),
-            (self.fields.params, boosts.params),
-        ] {
-            if boost <= 0.0 {
-                continue;
-            }
-            for term in terms {
-                let term = Term::from_field_text(field, term);
-                if searcher.doc_freq(&term)? == 0 {
-                    continue;
-                }
-                let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(query), boost)),
-                ));
-            }
-        }
-        Ok((!should.is_empty()).then(|| Box::new(BooleanQuery::new(should)) as Box<dyn Query>))
-    }
-
-    fn ids_of(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<(f32, u64)>> {
-        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
-            vec![None; searcher.segment_readers().len()];
-        let mut out = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let slot = &mut columns[address.segment_ord as usize];
-            if slot.is_none() {
-                *slot = Some(
-                    searcher
-                        .segment_reader(address.segment_ord)
-                        .fast_fields()
-                        .u64("id")?,
-                );
-            }
-            if let Some(id) = slot.as_ref().and_then(|c| c.first(address.doc_id)) {
-                out.push((score, id));
-            }
-        }
-        Ok(out)
-    }
-
     /// The stored records of the named tools that exist here.
     pub fn records<'a>(&self, names: impl Iterator<Item = &'a str>) -> Vec<ToolRecord> {
         let state = self.state.read();
@@ -684,64 +565,6 @@ impl IntegrationIndex {
         fs::rename(&tmp, self.dir.join("vectors.json"))?;
         Ok(())
     }
-}
-
-/// Global statistics with the searched index's own as fallback for anything not provided.
-struct GlobalStats<'a> {
-    stats: &'a PreparedStats,
-    fields: Fields,
-    searcher: &'a Searcher,
-}
-
-impl GlobalStats<'_> {
-    fn field_no(&self, field: tantivy::schema::Field) -> Option<usize> {
-        TEXT_FIELDS
-            .iter()
-            .position(|name| self.fields.text_field(name) == Some(field))
-    }
-}
-
-impl Bm25StatisticsProvider for GlobalStats<'_> {
-    fn total_num_tokens(&self, field: tantivy::schema::Field) -> tantivy::Result<u64> {
-        match self
-            .field_no(field)
-            .and_then(|i| self.stats.field_tokens[i])
-        {
-            Some(tokens) => Ok(tokens),
-            None => Bm25StatisticsProvider::total_num_tokens(self.searcher, field),
-        }
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        let local = Bm25StatisticsProvider::total_num_docs(self.searcher)?;
-        Ok(self.stats.total_docs.max(local))
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let value = term.value();
-        let found = self
-            .field_no(term.field())
-            .zip(value.as_str())
-            .and_then(|(i, text)| self.stats.doc_freqs[i].get(text));
-        match found {
-            Some(&df) => Ok(df),
-            None => self.searcher.doc_freq(term),
-        }
-    }
-}
-
-/// Matches documents holding any of `terms` (a few keyword values: cheaper than a term-set
-/// automaton, which builds an FST per query).
-fn any_term(terms: impl Iterator<Item = Term>) -> Box<dyn Query> {
-    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
-        .map(|t| {
-            (
-                Occur::Should,
-                Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>,
-            )
-        })
-        .collect();
-    Box::new(BooleanQuery::new(clauses))
 }
 
 /// Commits with the generation as payload, then merges the index into one segment while it is
