@@ -29,31 +29,36 @@ pub fn parse_catalog(text: &str) -> anyhow::Result<Vec<ToolDefinition>> {
         .collect()
 }
 
-/// Loads the demo catalog into the demo project unless the project already has tools.
-pub async fn load_if_empty(router: &Router) -> anyhow::Result<()> {
-    if router.store().catalog_size(DEMO_PROJECT_ID).await? > 0 {
-        tracing::info!(project_id = DEMO_PROJECT_ID, "demo catalog already loaded");
-        return Ok(());
-    }
+/// Loads the demo catalog into the demo project. Idempotent and cheap once loaded (unchanged tools
+/// are skipped without embedding), so a first start that was interrupted completes on the next.
+pub async fn load(router: &Router) -> anyhow::Result<()> {
     let tools = parse_catalog(CATALOG).context("demo catalog")?;
     let total = tools.len();
-    tracing::info!(
-        tools = total,
-        "loading the demo catalog (embedding every tool once; later starts reuse the index)"
-    );
     let started = std::time::Instant::now();
-    let mut done = 0;
+    let (mut done, mut written) = (0, 0);
     for batch in tools.chunks(64) {
-        router
+        let outcome = router
             .upsert_tools(DEMO_PROJECT_ID, batch.to_vec(), "demo-load")
             .await?;
         done += batch.len();
-        tracing::info!(done, total, "demo catalog");
+        written += outcome.upserted as usize;
+        if outcome.upserted > 0 {
+            tracing::info!(
+                done,
+                total,
+                "loading the demo catalog (each tool is embedded once)"
+            );
+        }
     }
-    tracing::info!(
-        tools = total,
-        secs = started.elapsed().as_secs_f64(),
-        "demo catalog loaded"
-    );
+    if written > 0 {
+        tracing::info!(
+            tools = total,
+            written,
+            secs = started.elapsed().as_secs_f64(),
+            "demo catalog loaded"
+        );
+    } else {
+        tracing::info!(tools = total, "demo catalog up to date");
+    }
     Ok(())
 }

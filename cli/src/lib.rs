@@ -90,14 +90,7 @@ pub enum CatalogCommand {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    if std::env::var_os("OMP_NUM_THREADS").is_none() {
-        // FAISS's OpenMP threads spin-wait between calls and slow everything else on few cores;
-        // our FAISS calls are small. Set before any thread exists (nothing else runs yet).
-        #[allow(unsafe_code)]
-        unsafe {
-            std::env::set_var("OMP_NUM_THREADS", "1")
-        };
-    }
+    limit_openmp_threads();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -134,6 +127,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut config = load_config(cli.config.as_deref())?;
             config.grpc = args.grpc.unwrap_or(config.grpc);
             config.data_dir = args.data_dir.unwrap_or(config.data_dir);
+            config.validate()?;
             agentsearch_common::telemetry::init(config.log.json);
             node::serve_shard(config, shutdown_signal()).await
         }
@@ -158,6 +152,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn load_config(file: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(Config::load(file)?)
+}
+
+/// FAISS's OpenMP threads spin-wait between calls and slow everything else on a few cores, while
+/// our FAISS calls are small. OpenMP reads `OMP_NUM_THREADS` when the process loads, before `main`,
+/// so when it is unset the binary re-executes itself once with `OMP_NUM_THREADS=1`.
+fn limit_openmp_threads() {
+    if std::env::var_os("OMP_NUM_THREADS").is_some() {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        if let Ok(exe) = std::env::current_exe() {
+            let err = std::process::Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .env("OMP_NUM_THREADS", "1")
+                .exec();
+            eprintln!("warning: could not re-execute with OMP_NUM_THREADS=1: {err}");
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

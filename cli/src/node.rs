@@ -92,7 +92,7 @@ pub async fn serve_embedded(
     let embedder = load_embedder(&config)?;
     let router = embedded_router(&config, embedder).await?;
     if load_demo {
-        crate::demo::load_if_empty(&router).await?;
+        crate::demo::load(&router).await?;
     }
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
@@ -106,10 +106,11 @@ pub async fn serve_shard(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    Auth::new(config.auth.token.clone()).check_bind(config.grpc, "the shard API")?;
+    let auth = Auth::new(config.auth.token.clone());
+    auth.check_bind(config.grpc, "the shard API")?;
     let shard = Arc::new(LocalShard::open(&config.data_dir)?);
     shard.start_flusher(FLUSH_EVERY);
-    agentsearch_shard::serve(shard, config.grpc, shutdown).await?;
+    agentsearch_shard::serve(shard, auth, config.grpc, shutdown).await?;
     Ok(())
 }
 
@@ -148,7 +149,7 @@ pub async fn serve_router(
         .shards
         .remote
         .iter()
-        .map(|addr| GrpcShard::connect_lazy(addr).map(ShardClient::Grpc))
+        .map(|addr| GrpcShard::connect_lazy(addr, &auth).map(ShardClient::Grpc))
         .collect::<Result<Vec<_>, _>>()?;
     let shards = ShardSet::discover(clients, Duration::from_secs(30)).await?;
     tracing::info!(shards = ?shards.ids(), "shards discovered");

@@ -260,10 +260,12 @@ async fn run(
                             && let Ok(mut steps) = steps.lock()
                         {
                             for s in trace.steps {
-                                let label = if s.label.starts_with("shard:") {
-                                    "shard".to_string()
-                                } else {
-                                    s.label
+                                let label = match s.label.strip_prefix("shard:") {
+                                    Some(rest) => match rest.rsplit_once(':') {
+                                        Some((_, part)) => format!("shard_{part}"),
+                                        None => "shard".to_string(),
+                                    },
+                                    None => s.label,
                                 };
                                 steps.entry(label).or_default().push(s.duration_ms);
                             }

@@ -4,7 +4,8 @@
 use agentsearch_common::Error;
 use agentsearch_common::shard::{
     Hit, IndexedTool, PartFailure, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
-    ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+    ShardSearchResponse, ShardTimings, ShardUpsertRequest, ShardWriteResponse, TermStats,
+    TermStatsRequest,
 };
 use agentsearch_common::tool::{SideEffect, ToolRecord};
 
@@ -222,6 +223,10 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
             excluded_dense: hits(r.excluded_dense),
             tools: hits(r.tools),
             failures: hits(r.failures),
+            lexical_ms: r.timings.lexical_ms,
+            dense_ms: r.timings.dense_ms,
+            assemble_ms: r.timings.assemble_ms,
+            prepare_ms: r.timings.prepare_ms,
         }
     }
 }
@@ -241,6 +246,12 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
                 .map(TryInto::try_into)
                 .collect::<Result<_, _>>()?,
             failures: hits(r.failures),
+            timings: ShardTimings {
+                prepare_ms: r.prepare_ms,
+                lexical_ms: r.lexical_ms,
+                dense_ms: r.dense_ms,
+                assemble_ms: r.assemble_ms,
+            },
         })
     }
 }

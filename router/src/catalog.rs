@@ -1,8 +1,22 @@
 //! Catalog maintenance: validate, count tokens, skip unchanged tools, embed in batches, place new
 //! integrations, write every replica, then record the ledger. A batch is acknowledged only once all
-//! of it is indexed; retrying a batch is always safe.
+//! of it is indexed.
+//!
+//! The ledger (metadata store) is the record of what the shards hold. Every write follows one
+//! protocol so that a failure at any step leaves the ledger pessimistic, never optimistic, and a
+//! later write of the same names repairs everything:
+//! 1. mark the names pending: content hash cleared (so any later upsert rewrites them) and every
+//!    integration that may still hold a copy recorded as stale;
+//! 2. write the shards;
+//! 3. delete the names from their stale integrations;
+//! 4. record the final entries (or remove them, for a delete).
+//!
+//! Writes to one project are serialised within a router. Two routers writing the same tool name
+//! at the same moment may leave the ledger on one version and the shards on the other; the next
+//! write of that name repairs it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentsearch_common::shard::{IndexedTool, ShardDeleteRequest, ShardUpsertRequest};
@@ -38,10 +52,17 @@ pub struct DeleteOutcome {
 /// A validated, embedded batch, ready to be written ([`Router::prepare_upsert`]).
 pub struct PreparedBatch {
     project_id: String,
-    /// Changed tools with their ledger entries.
-    tools: Vec<(IndexedTool, CatalogEntry)>,
+    /// Changed tools and their content hashes.
+    tools: Vec<(IndexedTool, String)>,
     unchanged: u32,
     embed_ms: u64,
+}
+
+impl PreparedBatch {
+    /// Names of the tools this batch writes.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|(t, _)| t.record.name.as_str())
+    }
 }
 
 impl Router {
@@ -52,60 +73,34 @@ impl Router {
         tools: Vec<ToolDefinition>,
         request_id: &str,
     ) -> Result<UpsertOutcome> {
-        let prepared = self.prepare_upsert(project_id, tools).await?;
+        let prepared = self
+            .prepare_upsert(project_id, tools, &HashSet::new())
+            .await?;
         self.write_upsert(prepared, request_id).await
     }
 
     /// The CPU-bound half of an upsert: validate, count tokens, skip unchanged tools, embed.
-    /// Nothing is written; a stream of batches prepares the next batch while the previous one is
-    /// written.
+    /// Nothing is written. `in_flight` names tools of earlier batches not written yet: they are
+    /// treated as changed, since the ledger does not show those batches yet.
     pub async fn prepare_upsert(
         &self,
         project_id: &str,
         tools: Vec<ToolDefinition>,
+        in_flight: &HashSet<String>,
     ) -> Result<PreparedBatch> {
-        if tools.len() > MAX_BATCH {
-            return Err(Error::invalid(
-                "tools",
-                format!("at most {MAX_BATCH} tools per batch, got {}", tools.len()),
-            ));
-        }
-        let mut violations: Vec<FieldViolation> = Vec::new();
-        let mut first_seen: HashMap<&str, usize> = HashMap::new();
-        for (i, tool) in tools.iter().enumerate() {
-            if let Err(v) = tool.validate(&format!("tools[{i}]")) {
-                violations.extend(v);
-            }
-            if let Some(j) = first_seen.insert(tool.name.as_str(), i) {
-                violations.push(FieldViolation::new(
-                    format!("tools[{i}].name"),
-                    format!("duplicates tools[{j}].name"),
-                ));
-            }
-        }
-        if !violations.is_empty() {
-            return Err(Error::invalid_many(violations));
-        }
+        let model_id = self.embedder.inner().model_id().to_string();
+        let records = tokio::task::spawn_blocking(move || validated_records(&tools, &model_id))
+            .await
+            .map_err(|e| Error::Internal(format!("validation task: {e}")))??;
         let mut batch = PreparedBatch {
             project_id: project_id.to_string(),
             tools: Vec::new(),
             unchanged: 0,
             embed_ms: 0,
         };
-        if tools.is_empty() {
+        if records.is_empty() {
             return Ok(batch);
         }
-
-        let model_id = self.embedder.inner().model_id().to_string();
-        let records: Vec<(ToolRecord, String)> = tools
-            .iter()
-            .map(|def| {
-                let mut record = def.to_record();
-                record.tokens = count_tokens(&record.llm_definition_json());
-                let hash = content_hash(&record, &model_id);
-                (record, hash)
-            })
-            .collect();
         let names: Vec<String> = records.iter().map(|(r, _)| r.name.clone()).collect();
         let existing: HashMap<String, CatalogEntry> = self
             .store
@@ -116,9 +111,12 @@ impl Router {
             .collect();
         let (changed, unchanged): (Vec<_>, Vec<_>) =
             records.into_iter().partition(|(record, hash)| {
-                existing
-                    .get(&record.name)
-                    .is_none_or(|e| &e.content_hash != hash || e.integration != record.integration)
+                in_flight.contains(&record.name)
+                    || existing.get(&record.name).is_none_or(|e| {
+                        &e.content_hash != hash
+                            || e.integration != record.integration
+                            || !e.stale.is_empty()
+                    })
             });
         batch.unchanged = unchanged.len() as u32;
         if changed.is_empty() {
@@ -134,21 +132,20 @@ impl Router {
         })
         .await
         .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
-        .map_err(|e| Error::Unavailable(e.to_string()))?;
+        .map_err(|e| {
+            tracing::error!(error = %e, "embedding tools failed");
+            Error::Unavailable("the embedding model is unavailable".into())
+        })?;
         batch.embed_ms = started.elapsed().as_millis() as u64;
-        for ((record, hash), vector) in changed.into_iter().zip(vectors) {
-            let entry = CatalogEntry {
-                name: record.name.clone(),
-                integration: record.integration.clone(),
-                content_hash: hash,
-            };
-            batch.tools.push((IndexedTool { record, vector }, entry));
-        }
+        batch.tools = changed
+            .into_iter()
+            .zip(vectors)
+            .map(|((record, hash), vector)| (IndexedTool { record, vector }, hash))
+            .collect();
         Ok(batch)
     }
 
-    /// The I/O half of an upsert: place new integrations, write every replica (one call per
-    /// shard), remove moved tools from their old integration, then record the ledger.
+    /// The I/O half of an upsert, following the ledger protocol of this module.
     pub async fn write_upsert(
         &self,
         batch: PreparedBatch,
@@ -162,14 +159,11 @@ impl Router {
                 unchanged: batch.unchanged,
             });
         }
+        let _serial = self.project_write_lock(project_id).lock_owned().await;
         self.store.ensure_project(project_id).await?;
-        // Where the tools are now (read at write time: an earlier batch of the same stream may
-        // have moved one since this batch was prepared).
-        let names: Vec<String> = batch
-            .tools
-            .iter()
-            .map(|(t, _)| t.record.name.clone())
-            .collect();
+
+        // 1. Pending: hash cleared, every integration that may hold an old copy marked stale.
+        let names: Vec<String> = batch.names().map(str::to_string).collect();
         let previous: HashMap<String, CatalogEntry> = self
             .store
             .catalog_entries(project_id, &names)
@@ -177,22 +171,50 @@ impl Router {
             .into_iter()
             .map(|e| (e.name.clone(), e))
             .collect();
+        let mut pending = Vec::with_capacity(batch.tools.len());
+        let mut finals = Vec::with_capacity(batch.tools.len());
+        for (tool, hash) in &batch.tools {
+            let record = &tool.record;
+            let mut stale: BTreeSet<String> = BTreeSet::new();
+            if let Some(old) = previous.get(&record.name) {
+                stale.extend(old.stale.iter().cloned());
+                stale.insert(old.integration.clone());
+            }
+            stale.remove(&record.integration);
+            pending.push(CatalogEntry {
+                name: record.name.clone(),
+                integration: record.integration.clone(),
+                content_hash: String::new(),
+                stale: stale.into_iter().collect(),
+            });
+            finals.push(CatalogEntry {
+                name: record.name.clone(),
+                integration: record.integration.clone(),
+                content_hash: hash.clone(),
+                stale: Vec::new(),
+            });
+        }
+        self.store.put_catalog_entries(project_id, &pending).await?;
+
+        // 2. One write per shard with the tools of every integration (replica) it holds.
         let mut by_integration: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
-        let mut entries = Vec::with_capacity(batch.tools.len());
-        for (tool, entry) in batch.tools {
+        for (tool, _) in batch.tools {
             by_integration
                 .entry(tool.record.integration.clone())
                 .or_default()
                 .push(tool);
-            entries.push(entry);
         }
-        // One write per shard with the tools of every integration (replica) it holds.
         let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
         for (integration, tools) in by_integration {
             for shard_id in self.place(project_id, &integration).await? {
                 if self.shards.get(&shard_id).is_none() {
+                    tracing::error!(
+                        integration,
+                        shard_id,
+                        "integration placed on a shard that is not configured"
+                    );
                     return Err(Error::Unavailable(format!(
-                        "integration `{integration}` is placed on shard {shard_id}, which is not configured"
+                        "a shard holding integration `{integration}` is not available"
                     )));
                 }
                 by_shard
@@ -208,9 +230,8 @@ impl Router {
                 tools,
             };
             async move {
-                let client = client.ok_or_else(|| {
-                    Error::Unavailable(format!("shard {shard_id} is not configured"))
-                })?;
+                let client =
+                    client.ok_or_else(|| Error::Unavailable("a shard is not available".into()))?;
                 client
                     .upsert_tools(request, request_id, WRITE_TIMEOUT)
                     .await
@@ -218,36 +239,26 @@ impl Router {
         });
         try_join_all(writes).await?;
 
-        // Tools that moved to another integration leave their old index.
-        let moved: BTreeMap<String, Vec<String>> =
-            entries.iter().fold(BTreeMap::new(), |mut acc, e| {
-                if let Some(old) = previous
-                    .get(&e.name)
-                    .filter(|old| old.integration != e.integration)
-                {
-                    acc.entry(old.integration.clone())
-                        .or_default()
-                        .push(e.name.clone());
-                }
-                acc
-            });
-        self.delete_from_shards(project_id, moved, request_id)
+        // 3. Old copies leave the integrations they moved out of.
+        self.delete_from_shards(project_id, stale_by_integration(&pending), request_id)
             .await?;
-        self.store.put_catalog_entries(project_id, &entries).await?;
+
+        // 4. Final entries.
+        self.store.put_catalog_entries(project_id, &finals).await?;
         tracing::debug!(
             request_id,
-            tools = entries.len(),
+            tools = finals.len(),
             embed_ms = batch.embed_ms,
             write_ms = started.elapsed().as_millis() as u64,
             "catalog batch indexed"
         );
         Ok(UpsertOutcome {
-            upserted: entries.len() as u32,
+            upserted: finals.len() as u32,
             unchanged: batch.unchanged,
         })
     }
 
-    /// Deletes tools by name from the project's catalog.
+    /// Deletes tools by name from the project's catalog, following the ledger protocol.
     pub async fn delete_tools(
         &self,
         project_id: &str,
@@ -260,20 +271,30 @@ impl Router {
                 format!("at most {MAX_BATCH} names per call, got {}", names.len()),
             ));
         }
+        if let Some(i) = names.iter().position(|n| n.is_empty()) {
+            return Err(Error::invalid(format!("names[{i}]"), "must not be empty"));
+        }
         let unique: Vec<String> = names
             .into_iter()
-            .collect::<HashSet<_>>()
+            .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        let _serial = self.project_write_lock(project_id).lock_owned().await;
         let found = self.store.catalog_entries(project_id, &unique).await?;
-        let by_integration: BTreeMap<String, Vec<String>> =
-            found.iter().fold(BTreeMap::new(), |mut acc, e| {
-                acc.entry(e.integration.clone())
-                    .or_default()
-                    .push(e.name.clone());
-                acc
-            });
-        self.delete_from_shards(project_id, by_integration, request_id)
+        let pending: Vec<CatalogEntry> = found
+            .iter()
+            .map(|e| {
+                let mut stale: BTreeSet<String> = e.stale.iter().cloned().collect();
+                stale.insert(e.integration.clone());
+                CatalogEntry {
+                    content_hash: String::new(),
+                    stale: stale.into_iter().collect(),
+                    ..e.clone()
+                }
+            })
+            .collect();
+        self.store.put_catalog_entries(project_id, &pending).await?;
+        self.delete_from_shards(project_id, stale_by_integration(&pending), request_id)
             .await?;
         let found_names: Vec<String> = found.iter().map(|e| e.name.clone()).collect();
         let deleted = self
@@ -286,6 +307,9 @@ impl Router {
         })
     }
 
+    /// Deletes names from every replica of their integrations. Placements are read from the store,
+    /// not the cache (another router may have placed an integration moments ago); an integration
+    /// never placed holds nothing.
     async fn delete_from_shards(
         &self,
         project_id: &str,
@@ -295,6 +319,7 @@ impl Router {
         if by_integration.is_empty() {
             return Ok(());
         }
+        self.invalidate_placements(project_id);
         let placements = self.placements(project_id).await?;
         let mut calls = Vec::new();
         for (integration, names) in by_integration {
@@ -302,15 +327,16 @@ impl Router {
                 continue;
             };
             for shard_id in &placement.shard_ids {
-                let client = self
-                    .shards
-                    .get(shard_id)
-                    .ok_or_else(|| {
-                        Error::Unavailable(format!(
-                            "shard {shard_id} holding `{integration}` is not configured"
-                        ))
-                    })?
-                    .clone();
+                let Some(client) = self.shards.get(shard_id).cloned() else {
+                    tracing::error!(
+                        integration,
+                        shard_id,
+                        "integration placed on a shard that is not configured"
+                    );
+                    return Err(Error::Unavailable(format!(
+                        "a shard holding integration `{integration}` is not available"
+                    )));
+                };
                 let request = ShardDeleteRequest {
                     project_id: project_id.to_string(),
                     integration: integration.clone(),
@@ -347,6 +373,65 @@ impl Router {
         tracing::info!(project_id, integration, shards = ?placed, "integration placed");
         Ok(placed)
     }
+
+    fn project_write_lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.write_locks
+            .lock()
+            .entry(project_id.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
+/// Validates a batch and turns it into records with token counts and content hashes.
+fn validated_records(
+    tools: &[ToolDefinition],
+    model_id: &str,
+) -> Result<Vec<(ToolRecord, String)>> {
+    if tools.len() > MAX_BATCH {
+        return Err(Error::invalid(
+            "tools",
+            format!("at most {MAX_BATCH} tools per batch, got {}", tools.len()),
+        ));
+    }
+    let mut violations: Vec<FieldViolation> = Vec::new();
+    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    for (i, tool) in tools.iter().enumerate() {
+        if let Err(v) = tool.validate(&format!("tools[{i}]")) {
+            violations.extend(v);
+        }
+        if let Some(j) = first_seen.insert(tool.name.as_str(), i) {
+            violations.push(FieldViolation::new(
+                format!("tools[{i}].name"),
+                format!("duplicates tools[{j}].name"),
+            ));
+        }
+    }
+    if !violations.is_empty() {
+        return Err(Error::invalid_many(violations));
+    }
+    Ok(tools
+        .iter()
+        .map(|def| {
+            let mut record = def.to_record();
+            record.tokens = count_tokens(&record.llm_definition_json());
+            let hash = content_hash(&record, model_id);
+            (record, hash)
+        })
+        .collect())
+}
+
+/// Names to delete per stale integration.
+fn stale_by_integration(entries: &[CatalogEntry]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in entries {
+        for integration in &entry.stale {
+            out.entry(integration.clone())
+                .or_default()
+                .push(entry.name.clone());
+        }
+    }
+    out
 }
 
 /// Identifies a tool's indexed content: its record and the model that embedded it.

@@ -1,6 +1,7 @@
 //! The public gRPC adapters: `agentsearch.v1.ToolSearch` and `agentsearch.v1.ToolCatalog`.
 //! Each method: authenticate, convert, validate, call the [`Router`], map the error.
 
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::Router;
 use crate::api::{RawSearch, ToolSearchResponse};
 use crate::auth::Auth;
-use crate::catalog::{PreparedBatch, UpsertOutcome};
+use crate::catalog::PreparedBatch;
 
 #[derive(Clone)]
 pub struct PublicGrpc {
@@ -184,7 +185,11 @@ pub fn definition_from_proto(
 }
 
 /// Converts and validates one streamed batch, then prepares it (embedding included).
-async fn prepare(router: &Router, message: pb::UpsertToolsRequest) -> Result<PreparedBatch, Error> {
+async fn prepare(
+    router: &Router,
+    message: pb::UpsertToolsRequest,
+    in_flight: &HashSet<String>,
+) -> Result<PreparedBatch, Error> {
     let project_id = parse_project_id("projectId", &message.project_id)?;
     let mut defs = Vec::with_capacity(message.tools.len());
     let mut violations = Vec::new();
@@ -197,7 +202,7 @@ async fn prepare(router: &Router, message: pb::UpsertToolsRequest) -> Result<Pre
     if !violations.is_empty() {
         return Err(Error::invalid_many(violations));
     }
-    router.prepare_upsert(&project_id, defs).await
+    router.prepare_upsert(&project_id, defs, in_flight).await
 }
 
 type AckStream = Pin<Box<dyn Stream<Item = Result<pb::UpsertToolsResponse, Status>> + Send>>;
@@ -214,52 +219,78 @@ impl ToolCatalog for PublicGrpc {
         let mut incoming = request.into_inner();
         let router = self.router.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::spawn(async move {
-            // Batch n+1 is validated and embedded while batch n is written; writes stay in
-            // order, and each acknowledgement is sent once its batch is durably indexed.
-            let mut total = 0u64;
-            let mut writing: Option<tokio::task::JoinHandle<Result<UpsertOutcome, Status>>> = None;
-            let fail = |e: Error| status_from_error(&e, &request_id);
-            loop {
-                let prepared = match incoming.next().await {
-                    None => None,
-                    Some(Err(status)) => Some(Err(status)),
-                    Some(Ok(message)) => Some(prepare(&router, message).await.map_err(fail)),
-                };
-                if let Some(handle) = writing.take() {
-                    let acked = handle
-                        .await
-                        .unwrap_or_else(|e| Err(Status::internal(format!("write task: {e}"))));
-                    let ack = acked.map(|o| {
-                        total += u64::from(o.upserted + o.unchanged);
-                        pb::UpsertToolsResponse {
-                            upserted: o.upserted,
-                            unchanged: o.unchanged,
-                            total,
-                        }
-                    });
-                    let failed = ack.is_err();
-                    if tx.send(ack).await.is_err() || failed {
-                        return;
-                    }
-                }
-                match prepared {
-                    None => return,
-                    Some(Err(status)) => {
-                        let _ = tx.send(Err(status)).await;
-                        return;
-                    }
-                    Some(Ok(batch)) => {
-                        let (router, request_id) = (router.clone(), request_id.clone());
-                        writing = Some(tokio::spawn(async move {
-                            router
-                                .write_upsert(batch, &request_id)
+        // Two stages: a reader validates and embeds batch n+1 while a writer writes batch n; the
+        // writer acknowledges each batch as soon as it is durably indexed, in order. Names of
+        // batches handed to the writer and not yet written are "in flight": the reader treats them
+        // as changed, since the ledger it reads does not reflect those batches yet.
+        let (prepared_tx, mut prepared_rx) =
+            tokio::sync::mpsc::channel::<Result<PreparedBatch, Status>>(1);
+        let in_flight: Arc<parking_lot::Mutex<HashMap<String, usize>>> = Arc::default();
+        let reader = {
+            let (router, request_id, in_flight) =
+                (router.clone(), request_id.clone(), in_flight.clone());
+            async move {
+                while let Some(message) = incoming.next().await {
+                    let prepared = match message {
+                        Err(status) => Err(status),
+                        Ok(message) => {
+                            let busy: HashSet<String> = in_flight.lock().keys().cloned().collect();
+                            prepare(&router, message, &busy)
                                 .await
                                 .map_err(|e| status_from_error(&e, &request_id))
-                        }));
+                        }
+                    };
+                    if let Ok(batch) = &prepared {
+                        let mut in_flight = in_flight.lock();
+                        for name in batch.names() {
+                            *in_flight.entry(name.to_string()).or_default() += 1;
+                        }
+                    }
+                    let failed = prepared.is_err();
+                    if prepared_tx.send(prepared).await.is_err() || failed {
+                        return;
                     }
                 }
             }
+        };
+        let writer = async move {
+            let mut total = 0u64;
+            while let Some(prepared) = prepared_rx.recv().await {
+                let ack = match prepared {
+                    Err(status) => Err(status),
+                    Ok(batch) => {
+                        let names: Vec<String> = batch.names().map(str::to_string).collect();
+                        let outcome = router.write_upsert(batch, &request_id).await;
+                        let mut in_flight = in_flight.lock();
+                        for name in names {
+                            if let Some(count) = in_flight.get_mut(&name) {
+                                *count -= 1;
+                                if *count == 0 {
+                                    in_flight.remove(&name);
+                                }
+                            }
+                        }
+                        drop(in_flight);
+                        outcome
+                            .map_err(|e| status_from_error(&e, &request_id))
+                            .map(|o| {
+                                total += u64::from(o.upserted + o.unchanged);
+                                pb::UpsertToolsResponse {
+                                    upserted: o.upserted,
+                                    unchanged: o.unchanged,
+                                    total,
+                                }
+                            })
+                    }
+                };
+                let failed = ack.is_err();
+                if tx.send(ack).await.is_err() || failed {
+                    return;
+                }
+            }
+        };
+        tokio::spawn(async move {
+            tokio::join!(reader, writer);
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),

@@ -46,6 +46,8 @@ pub struct Router {
     embedder: Arc<CachedEmbedder>,
     settings: RouterSettings,
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
+    /// Catalog writes to one project run one at a time (see `catalog`).
+    write_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Router {
@@ -61,6 +63,7 @@ impl Router {
             embedder,
             settings,
             placement_cache: Mutex::new(HashMap::new()),
+            write_locks: Mutex::new(HashMap::new()),
         }
     }
 

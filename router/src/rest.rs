@@ -9,6 +9,7 @@ use agentsearch_common::tool::ToolDefinition;
 use agentsearch_common::{Error, FieldViolation};
 use axum::Router as AxumRouter;
 use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -134,11 +135,14 @@ struct SearchParams {
 async fn search_tools(
     State(state): State<RestState>,
     Path(project_id): Path<String>,
-    Query(params): Query<SearchParams>,
+    params: Result<Query<SearchParams>, QueryRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::begin(&state, &headers)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let diagnostics = match params.diagnostics.as_deref() {
         None | Some("0") | Some("false") => false,
@@ -160,9 +164,10 @@ async fn upsert_tools(
     State(state): State<RestState>,
     Path(project_id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::begin(&state, &headers)?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["tools"]).map_err(|e| call.fail(e))?;
@@ -196,9 +201,10 @@ async fn delete_tools(
     State(state): State<RestState>,
     Path(project_id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::begin(&state, &headers)?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["names"]).map_err(|e| call.fail(e))?;
@@ -211,6 +217,17 @@ async fn delete_tools(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(serde_json::json!({"deleted": outcome.deleted, "notFound": outcome.not_found})))
+}
+
+/// The body, or the error a client should see when it could not be read (too large: 413).
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Error> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Error::PayloadTooLarge(format!("the body is larger than {MAX_BODY_BYTES} bytes"))
+        } else {
+            Error::invalid("body", rejection.body_text())
+        }
+    })
 }
 
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Error> {

@@ -165,27 +165,28 @@ impl Router {
                 None
             }
         };
-        let stats = stats.map(|(stats, took)| {
+        let stats: Option<TermStats> = stats.map(|(stats, took)| {
             trace.push("term_stats", took);
             stats
         });
         trace.last = Instant::now();
 
-        let shard_request = |integrations: Vec<String>| ShardSearchRequest {
-            project_id: req.project_id.clone(),
-            integrations,
-            query: req.query.clone(),
-            vector: vector.as_ref().map(|v| v.to_vec()),
-            categories: req.categories.clone(),
-            max_side_effect: req.max_side_effect,
-            limit: search.candidates,
-            lexical: lexical_on,
-            stats: stats.clone(),
-        };
+        let shard_request =
+            |integrations: Vec<String>, stats: Option<TermStats>| ShardSearchRequest {
+                project_id: req.project_id.clone(),
+                integrations,
+                query: req.query.clone(),
+                vector: vector.as_ref().map(|v| v.to_vec()),
+                categories: req.categories.clone(),
+                max_side_effect: req.max_side_effect,
+                limit: search.candidates,
+                lexical: lexical_on,
+                stats,
+            };
         let mut answers = self
             .fan_out(
                 &parts,
-                &shard_request,
+                &|integrations| shard_request(integrations, stats.clone()),
                 request_id,
                 deadline,
                 &mut trace,
@@ -201,11 +202,20 @@ impl Router {
         if !failed.is_empty() && Instant::now() < deadline {
             let retry = self.replica_parts(&scope, &failed, &parts);
             if !retry.is_empty() {
+                // The statistics gathered first lack the failed shard's part: add the replicas'.
+                let retry_stats = match &stats {
+                    Some(first) => {
+                        let mut merged = first.clone();
+                        merged.merge(&self.gather_stats(&req, &retry, request_id, deadline).await);
+                        Some(merged)
+                    }
+                    None => None,
+                };
                 let mut retry_errors = Vec::new();
                 let more = self
                     .fan_out(
                         &retry,
-                        &shard_request,
+                        &|integrations| shard_request(integrations, retry_stats.clone()),
                         request_id,
                         deadline,
                         &mut trace,
@@ -223,12 +233,20 @@ impl Router {
         }
         trace.step("fanout");
 
-        // Every lexical part failed while dense answered: fail open to dense.
-        let lexical_failed = lexical_on
-            && !answers.is_empty()
-            && answers
-                .iter()
-                .all(|a| a.failures.iter().any(|f| f.retriever == "lexical"));
+        // The lexical index failed for every integration that answered: fail open to dense.
+        let answered: HashSet<&str> = scope
+            .iter()
+            .map(|p| p.integration.as_str())
+            .filter(|i| !errors.iter().any(|e| e.integration == *i))
+            .collect();
+        let lexical_failures: HashSet<&str> = answers
+            .iter()
+            .flat_map(|a| a.failures.iter())
+            .filter(|f| f.retriever == "lexical")
+            .map(|f| f.integration.as_str())
+            .collect();
+        let lexical_failed =
+            lexical_on && !answered.is_empty() && answered.is_subset(&lexical_failures);
         if lexical_failed && vector.is_some() {
             strategy = "lexical_failed_open";
             degraded = Some("dense_only");
@@ -412,7 +430,26 @@ impl Router {
         for (part, result, took) in join_all(calls).await {
             trace.push(&format!("shard:{}", part.shard_id), took);
             match result {
-                Ok(answer) => answers.push(answer),
+                Ok(answer) => {
+                    let t = answer.timings;
+                    trace.push(
+                        &format!("shard:{}:prepare", part.shard_id),
+                        Duration::from_secs_f64(t.prepare_ms / 1e3),
+                    );
+                    trace.push(
+                        &format!("shard:{}:lexical", part.shard_id),
+                        Duration::from_secs_f64(t.lexical_ms / 1e3),
+                    );
+                    trace.push(
+                        &format!("shard:{}:dense", part.shard_id),
+                        Duration::from_secs_f64(t.dense_ms / 1e3),
+                    );
+                    trace.push(
+                        &format!("shard:{}:assemble", part.shard_id),
+                        Duration::from_secs_f64(t.assemble_ms / 1e3),
+                    );
+                    answers.push(answer)
+                }
                 Err(err) => {
                     tracing::warn!(request_id, shard_id = %part.shard_id, error = %err, "shard search failed");
                     let message = match &err {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsearch_common::auth::Auth;
 use agentsearch_common::shard::{
     ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
     ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
@@ -30,11 +31,13 @@ pub enum ShardClient {
 pub struct GrpcShard {
     addr: String,
     client: PbShardClient<Channel>,
+    /// `Bearer <token>` when shards require authentication.
+    authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
 impl GrpcShard {
-    /// A lazily connecting client for `addr` (`host:port` or a URL).
-    pub fn connect_lazy(addr: &str) -> Result<Self> {
+    /// A lazily connecting client for `addr` (`host:port` or a URL), authenticating with `auth`.
+    pub fn connect_lazy(addr: &str, auth: &Auth) -> Result<Self> {
         let url = if addr.contains("://") {
             addr.to_string()
         } else {
@@ -48,10 +51,31 @@ impl GrpcShard {
         let client = PbShardClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let authorization = match auth.header() {
+            Some(header) => Some(
+                header
+                    .parse()
+                    .map_err(|_| Error::invalid("auth.token", "must be printable ASCII"))?,
+            ),
+            None => None,
+        };
         Ok(Self {
             addr: addr.to_string(),
             client,
+            authorization,
         })
+    }
+
+    fn request<T>(&self, message: T, request_id: &str, timeout: Duration) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(message);
+        req.set_timeout(timeout);
+        if let Ok(v) = request_id.parse() {
+            req.metadata_mut().insert("x-request-id", v);
+        }
+        if let Some(v) = &self.authorization {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        req
     }
 
     pub fn addr(&self) -> &str {
@@ -59,19 +83,14 @@ impl GrpcShard {
     }
 }
 
-fn request<T>(message: T, request_id: &str, timeout: Duration) -> tonic::Request<T> {
-    let mut req = tonic::Request::new(message);
-    req.set_timeout(timeout);
-    if let Ok(v) = request_id.parse() {
-        req.metadata_mut().insert("x-request-id", v);
-    }
-    req
-}
-
+/// A failed shard call as the router reports it: the shard's own error for bad input, otherwise
+/// "unavailable" with the details in the log only.
 fn remote(addr: &str, status: tonic::Status) -> Error {
     match error_from_status(&status) {
-        Error::Internal(m) => Error::Unavailable(format!("shard {addr}: {m}")),
-        Error::Unavailable(m) => Error::Unavailable(format!("shard {addr}: {m}")),
+        err @ (Error::Internal(_) | Error::Unavailable(_) | Error::Unauthenticated(_)) => {
+            tracing::warn!(shard = addr, error = %err, code = ?status.code(), "shard call failed");
+            Error::Unavailable("a shard is unavailable".into())
+        }
         other => other,
     }
 }
@@ -85,7 +104,7 @@ impl ShardClient {
                 ShardClient::Grpc(g) => g
                     .client
                     .clone()
-                    .info(request(pb::InfoRequest {}, request_id, timeout))
+                    .info(g.request(pb::InfoRequest {}, request_id, timeout))
                     .await
                     .map(|r| r.into_inner().into())
                     .map_err(|s| remote(&g.addr, s)),
@@ -106,11 +125,7 @@ impl ShardClient {
                 ShardClient::Grpc(g) => g
                     .client
                     .clone()
-                    .term_stats(request(
-                        pb::TermStatsRequest::from(req),
-                        request_id,
-                        timeout,
-                    ))
+                    .term_stats(g.request(pb::TermStatsRequest::from(req), request_id, timeout))
                     .await
                     .map(|r| r.into_inner().into())
                     .map_err(|s| remote(&g.addr, s)),
@@ -131,11 +146,7 @@ impl ShardClient {
                 ShardClient::Grpc(g) => g
                     .client
                     .clone()
-                    .search_tools(request(
-                        pb::SearchToolsRequest::from(req),
-                        request_id,
-                        timeout,
-                    ))
+                    .search_tools(g.request(pb::SearchToolsRequest::from(req), request_id, timeout))
                     .await
                     .map_err(|s| remote(&g.addr, s))
                     .and_then(|r| r.into_inner().try_into()),
@@ -156,11 +167,7 @@ impl ShardClient {
                 ShardClient::Grpc(g) => g
                     .client
                     .clone()
-                    .upsert_tools(request(
-                        pb::UpsertToolsRequest::from(req),
-                        request_id,
-                        timeout,
-                    ))
+                    .upsert_tools(g.request(pb::UpsertToolsRequest::from(req), request_id, timeout))
                     .await
                     .map(|r| r.into_inner().into())
                     .map_err(|s| remote(&g.addr, s)),
@@ -181,11 +188,7 @@ impl ShardClient {
                 ShardClient::Grpc(g) => g
                     .client
                     .clone()
-                    .delete_tools(request(
-                        pb::DeleteToolsRequest::from(req),
-                        request_id,
-                        timeout,
-                    ))
+                    .delete_tools(g.request(pb::DeleteToolsRequest::from(req), request_id, timeout))
                     .await
                     .map(|r| r.into_inner().into())
                     .map_err(|s| remote(&g.addr, s)),

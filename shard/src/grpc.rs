@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use agentsearch_common::auth::Auth;
 use agentsearch_common::ids::new_request_id;
 use agentsearch_common::shard::ShardApi;
 use agentsearch_proto::shard_v1 as pb;
@@ -14,11 +15,26 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 pub struct ShardGrpcService {
     shard: Arc<dyn ShardApi>,
+    auth: Auth,
 }
 
 impl ShardGrpcService {
-    pub fn new(shard: Arc<dyn ShardApi>) -> Self {
-        Self { shard }
+    pub fn new(shard: Arc<dyn ShardApi>, auth: Auth) -> Self {
+        Self { shard, auth }
+    }
+
+    /// The request id, once the caller is authenticated.
+    #[allow(clippy::result_large_err)]
+    fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
+        let rid = request_id(request);
+        let authorization = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        self.auth
+            .check(authorization)
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(rid)
     }
 
     pub fn into_server(self) -> ShardServer<Self> {
@@ -43,7 +59,7 @@ impl Shard for ShardGrpcService {
         &self,
         request: Request<pb::InfoRequest>,
     ) -> Result<Response<pb::InfoResponse>, Status> {
-        let rid = request_id(&request);
+        let rid = self.begin(&request)?;
         let info = self
             .shard
             .info()
@@ -56,7 +72,7 @@ impl Shard for ShardGrpcService {
         &self,
         request: Request<pb::TermStatsRequest>,
     ) -> Result<Response<pb::TermStatsResponse>, Status> {
-        let rid = request_id(&request);
+        let rid = self.begin(&request)?;
         let stats = self
             .shard
             .term_stats(request.into_inner().into())
@@ -69,7 +85,7 @@ impl Shard for ShardGrpcService {
         &self,
         request: Request<pb::SearchToolsRequest>,
     ) -> Result<Response<pb::SearchToolsResponse>, Status> {
-        let rid = request_id(&request);
+        let rid = self.begin(&request)?;
         let request = request
             .into_inner()
             .try_into()
@@ -86,7 +102,7 @@ impl Shard for ShardGrpcService {
         &self,
         request: Request<pb::UpsertToolsRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let rid = request_id(&request);
+        let rid = self.begin(&request)?;
         let request = request
             .into_inner()
             .try_into()
@@ -103,7 +119,7 @@ impl Shard for ShardGrpcService {
         &self,
         request: Request<pb::DeleteToolsRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let rid = request_id(&request);
+        let rid = self.begin(&request)?;
         let response = self
             .shard
             .delete_tools(request.into_inner().into())

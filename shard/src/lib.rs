@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use agentsearch_common::auth::Auth;
 use agentsearch_common::shard::{
     ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
     ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
@@ -156,21 +157,25 @@ impl ShardApi for LocalShard {
     }
 }
 
-/// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves.
+/// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves. With a
+/// token in `auth`, every call must carry it; without one, only a loopback bind is allowed.
 pub async fn serve(
     shard: Arc<dyn ShardApi>,
+    auth: Auth,
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    auth.check_bind(addr, "the shard API")?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
-    serve_on(shard, listener, shutdown).await
+    serve_on(shard, auth, listener, shutdown).await
 }
 
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
 pub async fn serve_on(
     shard: Arc<dyn ShardApi>,
+    auth: Auth,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
@@ -184,7 +189,7 @@ pub async fn serve_on(
     tracing::info!(%addr, "shard gRPC listening");
     tonic::transport::Server::builder()
         .add_service(health_service)
-        .add_service(grpc::ShardGrpcService::new(shard).into_server())
+        .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,

@@ -411,3 +411,61 @@ async fn grpc_errors_carry_rich_details() {
         "projectId"
     );
 }
+
+/// A client that waits for each acknowledgement before sending the next batch gets it: batches
+/// are acknowledged as soon as they are indexed, not when the next one arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_arrive_without_the_next_batch() {
+    let cluster = Cluster::start(1).await;
+    let tools = catalog();
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::UpsertToolsRequest>(1);
+    let mut client = pb::tool_catalog_client::ToolCatalogClient::new(channel(cluster.grpc).await);
+    let mut acks = client
+        .upsert_tools(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    for (i, chunk) in tools.chunks(20).enumerate() {
+        tx.send(pb::UpsertToolsRequest {
+            project_id: PROJECT.into(),
+            tools: chunk.iter().map(to_proto_tool).collect(),
+        })
+        .await
+        .unwrap();
+        let ack = tokio::time::timeout(std::time::Duration::from_secs(60), acks.message())
+            .await
+            .unwrap_or_else(|_| panic!("no acknowledgement for batch {i}"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ack.upserted as usize, chunk.len());
+    }
+    drop(tx);
+    assert!(acks.message().await.unwrap().is_none());
+}
+
+/// The same tool in consecutive batches of one stream ends with the last version, even when the
+/// last version equals what the catalog held before the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_version_in_a_stream_wins() {
+    let cluster = Cluster::start(1).await;
+    let tools = catalog();
+    load_catalog(cluster.grpc, PROJECT, &tools, 50).await;
+    let original = tools
+        .iter()
+        .find(|t| t.name == "CODEBOX_QUOKKA_AUDIT")
+        .unwrap()
+        .clone();
+    let mut changed = original.clone();
+    changed.description = "Run the wombat audit over a repository's dependency manifest.".into();
+    // Batch 1 changes the tool, batch 2 restores it: both are sent before either is written.
+    let acks = load_catalog(cluster.grpc, PROJECT, &[changed, original], 1).await;
+    assert_eq!(acks.len(), 2);
+    let lexical = |term: &str| {
+        let mut request = search_request(term);
+        request.mode = Some("lexical".into());
+        request
+    };
+    let found = names(&search(cluster.grpc, lexical("quokka")).await.unwrap());
+    assert_eq!(found, ["CODEBOX_QUOKKA_AUDIT"]);
+    assert!(names(&search(cluster.grpc, lexical("wombat")).await.unwrap()).is_empty());
+}

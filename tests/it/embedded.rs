@@ -31,7 +31,7 @@ async fn demo_catalog_answers_and_survives_a_restart() {
         let router = agentsearch::node::embedded_router(&config, embedder())
             .await
             .unwrap();
-        demo::load_if_empty(&router).await.unwrap();
+        demo::load(&router).await.unwrap();
         assert_eq!(
             router.store().catalog_size(DEMO_PROJECT_ID).await.unwrap(),
             catalog_size
@@ -78,7 +78,7 @@ async fn demo_catalog_answers_and_survives_a_restart() {
         total
     };
     assert_eq!(shards_total, catalog_size, "the indexes persisted");
-    demo::load_if_empty(&router).await.unwrap();
+    demo::load(&router).await.unwrap();
     let (_served, grpc) = start_router(router, Auth::default()).await;
     let response = search(grpc, request("create a contact in the crm"))
         .await

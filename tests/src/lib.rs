@@ -108,7 +108,7 @@ pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let api: Arc<dyn ShardApi> = shard.clone();
     let handle = tokio::spawn(async move {
-        agentsearch_shard::serve_on(api, listener, async {
+        agentsearch_shard::serve_on(api, Auth::default(), listener, async {
             let _ = stopped.await;
         })
         .await
@@ -141,7 +141,9 @@ pub async fn grpc_router(
 ) -> Arc<Router> {
     let clients = addrs
         .iter()
-        .map(|a| ShardClient::Grpc(GrpcShard::connect_lazy(&a.to_string()).unwrap()))
+        .map(|a| {
+            ShardClient::Grpc(GrpcShard::connect_lazy(&a.to_string(), &Auth::default()).unwrap())
+        })
         .collect();
     let shards = ShardSet::discover(clients, Duration::from_secs(10))
         .await

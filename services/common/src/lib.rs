@@ -1,6 +1,7 @@
 //! Types every agentsearch crate shares: the error table and envelope, configuration, ids, the tool
 //! model, and the internal shard API as a trait. It owns no I/O beyond reading configuration.
 
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod ids;

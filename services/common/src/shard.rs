@@ -138,6 +138,17 @@ pub struct ShardSearchResponse {
     pub tools: Vec<ToolRecord>,
     /// Parts that failed; the rest of the answer is still valid.
     pub failures: Vec<PartFailure>,
+    /// Time spent in each retriever over all indexes, and assembling the answer (diagnostics).
+    pub timings: ShardTimings,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShardTimings {
+    /// Query analysis and BM25 statistics of the searched indexes.
+    pub prepare_ms: f64,
+    pub lexical_ms: f64,
+    pub dense_ms: f64,
+    pub assemble_ms: f64,
 }
 
 /// A failure of one index or retriever on a shard.

@@ -15,10 +15,11 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use agentsearch_common::shard::{
-    Hit, IndexedTool, PartFailure, ShardSearchRequest, ShardSearchResponse, TermStats,
-    TermStatsRequest, hit_order,
+    Hit, IndexedTool, PartFailure, ShardSearchRequest, ShardSearchResponse, ShardTimings,
+    TermStats, TermStatsRequest, hit_order,
 };
 use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
 use parking_lot::RwLock;
@@ -143,17 +144,17 @@ impl ToolIndexes {
     /// BM25 statistics of the query over the named indexes.
     pub fn term_stats(&self, request: &TermStatsRequest) -> Result<TermStats> {
         let terms = analyzer::analyze(&request.query);
-        let mut stats = TermStats::default();
-        for index in self.scoped(&request.project_id, &request.integrations) {
-            index.add_term_stats(&terms, &mut stats)?;
-        }
-        Ok(stats)
+        Ok(scoped_stats(
+            &self.scoped(&request.project_id, &request.integrations),
+            &terms,
+        ))
     }
 
     /// Searches the named indexes with both retrievers; an index that fails is reported in
     /// `failures` and the others still answer. Candidates of all indexes are pooled as
     /// `(score, index, vector id)` and only the best `limit` per list become named hits.
     pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
+        let prepare_started = Instant::now();
         let limit = request.limit as usize;
         let filter = ToolFilter {
             categories: (!request.categories.is_empty())
@@ -175,34 +176,78 @@ impl ToolIndexes {
             let stats = match &request.stats {
                 Some(stats) => stats,
                 None => {
-                    let mut s = TermStats::default();
-                    for index in &scoped {
-                        if let Err(err) = index.add_term_stats(&terms, &mut s) {
-                            tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
-                        }
-                    }
-                    own = s;
+                    own = scoped_stats(&scoped, &terms);
                     &own
                 }
             };
             LexicalQuery::new(&terms, stats, &self.boosts)
         };
+        // Many indexes: split them over the cores (queries of one client then use the machine).
+        let started = Instant::now();
+        let workers = if scoped.len() >= PARALLEL_FROM {
+            parallelism().min(scoped.len())
+        } else {
+            1
+        };
+        let chunk = scoped.len().div_ceil(workers.max(1)).max(1);
+        let vector = request.vector.as_deref();
+        let run = |offset: usize, part: &[Arc<IntegrationIndex>]| {
+            search_part(
+                offset,
+                part,
+                request.lexical.then_some(&lexical),
+                vector,
+                &filter,
+                limit,
+            )
+        };
+        let parts: Vec<Part> = if workers > 1 {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = scoped
+                    .chunks(chunk)
+                    .enumerate()
+                    .map(|(n, part)| (part, scope.spawn(move || run(n * chunk, part))))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|(indexes, handle)| {
+                        handle.join().unwrap_or_else(|_| Part {
+                            failures: indexes
+                                .iter()
+                                .map(|index| PartFailure {
+                                    integration: index.integration().to_string(),
+                                    retriever: String::new(),
+                                    message: "index search panicked".into(),
+                                })
+                                .collect(),
+                            ..Part::default()
+                        })
+                    })
+                    .collect()
+            })
+        } else {
+            vec![run(0, &scoped)]
+        };
         let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
         let mut failures = Vec::new();
-        for (i, index) in scoped.iter().enumerate() {
-            if request.lexical {
-                match index.search_lexical(&lexical, &filter, limit) {
-                    Ok(s) => pool(&mut pools, 0, i, s),
-                    Err(err) => failures.push(failure(index, "lexical", &err)),
-                }
+        let mut timings = ShardTimings {
+            prepare_ms: (started - prepare_started).as_secs_f64() * 1e3,
+            ..Default::default()
+        };
+        for part in parts {
+            for (pool, more) in pools.iter_mut().zip(part.pools) {
+                pool.extend(more);
             }
-            if let Some(vector) = &request.vector {
-                match index.search_dense(vector, &filter, limit) {
-                    Ok(s) => pool(&mut pools, 2, i, s),
-                    Err(err) => failures.push(failure(index, "dense", &err)),
-                }
-            }
+            failures.extend(part.failures);
+            timings.lexical_ms = timings.lexical_ms.max(part.lexical_ms);
+            timings.dense_ms = timings.dense_ms.max(part.dense_ms);
         }
+        let dense_done = Instant::now();
+        tracing::trace!(
+            workers,
+            ms = (dense_done - started).as_secs_f64() * 1e3,
+            "indexes searched"
+        );
         let [lexical, excluded_lexical, dense, excluded_dense] =
             pools.map(|p| best_hits(&scoped, p, limit));
         let mut seen = HashSet::new();
@@ -221,8 +266,96 @@ impl ToolIndexes {
             excluded_dense: strip(excluded_dense),
             tools,
             failures,
+            timings: ShardTimings {
+                assemble_ms: dense_done.elapsed().as_secs_f64() * 1e3,
+                ..timings
+            },
         }
     }
+}
+
+/// Statistics of the query's terms over `indexes`, on several threads when there are many.
+fn scoped_stats(indexes: &[Arc<IntegrationIndex>], terms: &[String]) -> TermStats {
+    let stats_of = |part: &[Arc<IntegrationIndex>]| {
+        let mut s = TermStats::default();
+        for index in part {
+            if let Err(err) = index.add_term_stats(terms, &mut s) {
+                tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
+            }
+        }
+        s
+    };
+    let workers = if indexes.len() >= PARALLEL_FROM {
+        parallelism()
+    } else {
+        1
+    };
+    if workers <= 1 {
+        return stats_of(indexes);
+    }
+    let chunk = indexes.len().div_ceil(workers);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = indexes
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || stats_of(part)))
+            .collect();
+        let mut total = TermStats::default();
+        for handle in handles {
+            match handle.join() {
+                Ok(s) => total.merge(&s),
+                Err(_) => tracing::error!("term statistics panicked"),
+            }
+        }
+        total
+    })
+}
+
+/// Scopes of at least this many indexes are searched on several threads.
+const PARALLEL_FROM: usize = 32;
+
+fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The candidates of a run of indexes (positions from `offset` in the scope).
+#[derive(Default)]
+struct Part {
+    pools: [Vec<(f32, usize, u64)>; 4],
+    failures: Vec<PartFailure>,
+    lexical_ms: f64,
+    dense_ms: f64,
+}
+
+fn search_part(
+    offset: usize,
+    indexes: &[Arc<IntegrationIndex>],
+    lexical: Option<&LexicalQuery>,
+    vector: Option<&[f32]>,
+    filter: &ToolFilter,
+    limit: usize,
+) -> Part {
+    let mut part = Part::default();
+    let started = Instant::now();
+    if let Some(query) = lexical {
+        for (i, index) in indexes.iter().enumerate() {
+            match index.search_lexical(query, filter, limit) {
+                Ok(s) => pool(&mut part.pools, 0, offset + i, s),
+                Err(err) => part.failures.push(failure(index, "lexical", &err)),
+            }
+        }
+    }
+    let lexical_done = Instant::now();
+    part.lexical_ms = (lexical_done - started).as_secs_f64() * 1e3;
+    if let Some(vector) = vector {
+        for (i, index) in indexes.iter().enumerate() {
+            match index.search_dense(vector, filter, limit) {
+                Ok(s) => pool(&mut part.pools, 2, offset + i, s),
+                Err(err) => part.failures.push(failure(index, "dense", &err)),
+            }
+        }
+    }
+    part.dense_ms = lexical_done.elapsed().as_secs_f64() * 1e3;
+    part
 }
 
 /// Adds one index's eligible and excluded candidates to the pools at `at` and `at + 1`.

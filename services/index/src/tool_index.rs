@@ -27,17 +27,17 @@ use faiss::selector::IdSelector;
 use faiss::{ConcurrentIndex, Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
-use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Value;
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term, doc};
 
 use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
 use crate::lexical::LexicalQuery;
 use crate::schema::{Fields, TEXT_FIELDS, build_schema, resolve};
 
-/// Indexes with at most this many documents are kept in a single segment.
-const MERGE_INTO_ONE_BELOW: u64 = 100_000;
+/// Indexes with at most this many documents are merged into a single segment after each write
+/// (rewriting up to this many small documents per write); larger ones use tantivy's log merge policy.
+const MERGE_INTO_ONE_BELOW: u64 = 20_000;
 
 /// Memory of the one-thread tantivy writer (tantivy's minimum is 15 MB).
 const WRITER_MEMORY: usize = 15_000_000;
@@ -111,6 +111,10 @@ impl std::hash::Hasher for IdHasher {
 type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 struct State {
+    /// The searcher of the committed generation `generation`, published with the maps below.
+    searcher: Searcher,
+    /// The `id` fast-field column of each of the searcher's segments.
+    id_columns: Vec<tantivy::columnar::Column<u64>>,
     tools: IdMapOf<Arc<ToolRecord>>,
     ids: HashMap<String, u64>,
     vectors: Option<IdMap<FlatIndexImpl>>,
@@ -153,68 +157,47 @@ impl IntegrationIndex {
             .and_then(|p| p.parse::<u64>().ok())
             .unwrap_or(0);
 
-        let searcher = reader.searcher();
-        let mut tools = IdMapOf::default();
-        let mut ids = HashMap::new();
-        let mut stored_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
-        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
-            for doc_id in segment.doc_ids_alive() {
-                let doc: TantivyDocument =
-                    searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
-                let id = doc
-                    .get_first(fields.id)
-                    .and_then(|v| v.as_u64())
-                    .ok_or_else(|| corrupt("id"))?;
-                let record = doc
-                    .get_first(fields.record)
-                    .and_then(|v| v.as_str())
-                    .ok_or_else(|| corrupt("record"))?;
-                let record: ToolRecord =
-                    serde_json::from_str(record).map_err(|e| corrupt(&e.to_string()))?;
-                let vector = doc
-                    .get_first(fields.vector)
-                    .and_then(|v| v.as_bytes())
-                    .ok_or_else(|| corrupt("vector"))?;
-                stored_vectors.push((id, decode_vector(vector)));
-                ids.insert(record.name.clone(), id);
-                tools.insert(id, Arc::new(record));
-            }
-        }
-
-        let meta: Option<VectorsMeta> = fs::read(dir.join("vectors.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let faiss_path = dir.join("vectors.faiss");
-        let (vectors, dim) = match meta {
-            Some(meta) if meta.generation == generation && faiss_path.exists() => {
-                let loaded = faiss::read_index(path_str(&faiss_path)?)?
-                    .into_id_map()?
-                    .try_cast_inner_index::<FlatIndexImpl>()?;
-                if loaded.ntotal() as usize == tools.len() {
-                    (Some(loaded), meta.dim)
-                } else {
-                    rebuild(&stored_vectors)?
-                }
-            }
-            _ => rebuild(&stored_vectors)?,
-        };
+        let state = load_state(reader.searcher(), &fields, generation, Some(dir))?;
         let this = Self {
             dir: dir.to_path_buf(),
             integration: integration.to_string(),
             index,
             reader,
             fields,
-            state: RwLock::new(State {
-                tools,
-                ids,
-                vectors,
-                dim,
-                generation,
-            }),
+            state: RwLock::new(state),
             write_lock: Mutex::new(()),
         };
         this.flush_vectors()?;
         Ok(this)
+    }
+
+    /// Makes a durable commit visible: the new searcher and the in-memory state are published
+    /// together, under the state lock, so a search never sees one without the other. If the
+    /// in-memory update fails, everything is reloaded from the committed index instead: the write
+    /// is durable either way.
+    fn publish(
+        &self,
+        generation: u64,
+        update: impl FnOnce(&mut State) -> Result<()>,
+    ) -> Result<()> {
+        let reloaded = self.reader.reload();
+        let mut state = self.state.write();
+        state.searcher = self.reader.searcher();
+        state.generation = generation;
+        let columns = id_columns(&state.searcher);
+        let applied = reloaded
+            .map_err(IndexError::from)
+            .and_then(|()| columns)
+            .and_then(|columns| {
+                state.id_columns = columns;
+                update(&mut state)
+            });
+        if let Err(err) = applied {
+            tracing::error!(integration = %self.integration, error = %err, "in-memory update after a commit failed; reloading");
+            self.reader.reload()?;
+            *state = load_state(self.reader.searcher(), &self.fields, generation, None)?;
+        }
+        Ok(())
     }
 
     pub fn integration(&self) -> &str {
@@ -286,6 +269,12 @@ impl IntegrationIndex {
                     ));
                 }
                 let id = stable_id(&name);
+                if let Some(other) = batch.iter().find(|(other, _)| *other == id) {
+                    return Err(IndexError::Corrupt(format!(
+                        "vector id collision between `{name}` and `{}`",
+                        other.1.record.name
+                    )));
+                }
                 if let Some(other) = state.tools.get(&id)
                     && other.name != name
                 {
@@ -315,20 +304,30 @@ impl IntegrationIndex {
                 self.fields.vector => encode_vector(&tool.vector),
             ))?;
         }
+        // The first vectors of this index decide its dimension; create the FAISS index before the
+        // commit so that nothing can fail for lack of it afterwards.
+        let fresh_vectors = if self.state.read().vectors.is_none() {
+            Some(IdMap::new(FlatIndexImpl::new_ip(
+                batch[0].1.vector.len() as u32
+            )?)?)
+        } else {
+            None
+        };
         commit(&self.index, writer, generation)?;
-        self.reader.reload()?;
-        {
-            let mut state = self.state.write();
+        self.publish(generation, move |state| {
+            if let Some(v) = fresh_vectors {
+                state.dim = batch[0].1.vector.len();
+                state.vectors = Some(v);
+            }
             let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
             let flat: Vec<f32> = batch
                 .iter()
                 .flat_map(|(_, t)| t.vector.iter().copied())
                 .collect();
-            if state.vectors.is_none() {
-                state.dim = batch[0].1.vector.len();
-                state.vectors = Some(IdMap::new(FlatIndexImpl::new_ip(state.dim as u32)?)?);
-            }
-            let vectors = state.vectors.as_mut().expect("created above");
+            let vectors = state
+                .vectors
+                .as_mut()
+                .ok_or_else(|| IndexError::Corrupt("no vector index".into()))?;
             remove_vectors(vectors, &ids)?;
             let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
             vectors.add_with_ids(&flat, &labels)?;
@@ -336,8 +335,8 @@ impl IntegrationIndex {
                 state.ids.insert(tool.record.name.clone(), id);
                 state.tools.insert(id, Arc::new(tool.record));
             }
-            state.generation = generation;
-        }
+            Ok(())
+        })?;
         Ok(generation)
     }
 
@@ -362,9 +361,7 @@ impl IntegrationIndex {
             writer.delete_term(Term::from_field_text(self.fields.name_exact, name));
         }
         commit(&self.index, writer, generation)?;
-        self.reader.reload()?;
-        {
-            let mut state = self.state.write();
+        self.publish(generation, |state| {
             let ids: Vec<u64> = present.iter().map(|(_, id)| *id).collect();
             if let Some(vectors) = state.vectors.as_mut() {
                 remove_vectors(vectors, &ids)?;
@@ -373,8 +370,8 @@ impl IntegrationIndex {
                 state.ids.remove(name);
                 state.tools.remove(id);
             }
-            state.generation = generation;
-        }
+            Ok(())
+        })?;
         Ok((present.len() as u64, generation))
     }
 
@@ -391,20 +388,24 @@ impl IntegrationIndex {
 
     /// Adds this index's BM25 statistics for `terms` (analyzed query terms) to `stats`.
     pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
-        let searcher = self.reader.searcher();
-        stats.total_docs += Bm25StatisticsProvider::total_num_docs(&searcher)?;
-        for field_name in TEXT_FIELDS {
-            let field = self.fields.text_field(field_name).expect("text field");
-            *stats
-                .field_tokens
-                .entry(field_name.to_string())
-                .or_default() += Bm25StatisticsProvider::total_num_tokens(&searcher, field)?;
-            for term in terms {
-                let df = searcher.doc_freq(&Term::from_field_text(field, term))?;
+        let searcher = self.state.read().searcher.clone();
+        for segment in searcher.segment_readers() {
+            // Like tantivy's own statistics: deleted documents still count until merged away.
+            stats.total_docs += u64::from(segment.max_doc());
+            for field_name in TEXT_FIELDS {
+                let field = self.fields.text_field(field_name).expect("text field");
+                let inverted = segment.inverted_index(field)?;
                 *stats
-                    .doc_freqs
-                    .entry((field_name.to_string(), term.clone()))
-                    .or_default() += df;
+                    .field_tokens
+                    .entry(field_name.to_string())
+                    .or_default() += inverted.total_num_tokens();
+                for term in terms {
+                    let df = inverted.doc_freq(&Term::from_field_text(field, term))?;
+                    *stats
+                        .doc_freqs
+                        .entry((field_name.to_string(), term.clone()))
+                        .or_default() += u64::from(df);
+                }
             }
         }
         Ok(())
@@ -424,16 +425,15 @@ impl IntegrationIndex {
         if query.is_empty() || limit == 0 {
             return Ok(out);
         }
-        let searcher = self.reader.searcher();
         let state = self.state.read();
+        let searcher = &state.searcher;
         let mut scores: Vec<f32> = Vec::new();
         let mut matched: Vec<u32> = Vec::new();
-        for segment in searcher.segment_readers() {
+        for (segment, ids) in searcher.segment_readers().iter().zip(&state.id_columns) {
             query.score_segment(segment, &self.fields, &mut scores, &mut matched)?;
             if matched.is_empty() {
                 continue;
             }
-            let ids = segment.fast_fields().u64("id")?;
             let alive = segment.alive_bitset();
             for &doc in &matched {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
@@ -579,12 +579,104 @@ fn commit(
     prepared.commit()?;
     let segments = index.searchable_segment_metas()?;
     let docs: u64 = segments.iter().map(|s| u64::from(s.num_docs())).sum();
+    // The commit is durable from here on: a failed merge only costs query time.
     if segments.len() > 1 && docs <= MERGE_INTO_ONE_BELOW {
         let ids: Vec<_> = segments.iter().map(|s| s.id()).collect();
-        writer.merge(&ids).wait()?;
+        if let Err(err) = writer.merge(&ids).wait() {
+            tracing::warn!(error = %err, "merging segments after a commit failed");
+        }
     }
-    writer.wait_merging_threads()?;
+    if let Err(err) = writer.wait_merging_threads() {
+        tracing::warn!(error = %err, "closing the index writer after a commit failed");
+    }
     Ok(())
+}
+
+/// Reads every stored tool of the committed index. The vector index comes from the snapshot in
+/// `dir` when it matches the generation and the stored ids, otherwise it is rebuilt from the stored
+/// vectors.
+fn load_state(
+    searcher: Searcher,
+    fields: &Fields,
+    generation: u64,
+    dir: Option<&Path>,
+) -> Result<State> {
+    let mut tools = IdMapOf::default();
+    let mut ids = HashMap::new();
+    let mut stored_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
+    for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
+            let id = doc
+                .get_first(fields.id)
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| corrupt("id"))?;
+            let record = doc
+                .get_first(fields.record)
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| corrupt("record"))?;
+            let record: ToolRecord =
+                serde_json::from_str(record).map_err(|e| corrupt(&e.to_string()))?;
+            let vector = doc
+                .get_first(fields.vector)
+                .and_then(|v| v.as_bytes())
+                .ok_or_else(|| corrupt("vector"))?;
+            stored_vectors.push((id, decode_vector(vector)));
+            ids.insert(record.name.clone(), id);
+            tools.insert(id, Arc::new(record));
+        }
+    }
+    let snapshot = match dir {
+        Some(dir) => read_snapshot(dir, generation)?,
+        None => None,
+    };
+    let (vectors, dim) = match snapshot {
+        Some((loaded, dim))
+            if loaded.ntotal() as usize == tools.len()
+                && loaded
+                    .id_map()
+                    .iter()
+                    .all(|id| id.get().is_some_and(|id| tools.contains_key(&id))) =>
+        {
+            (Some(loaded), dim)
+        }
+        _ => rebuild(&stored_vectors)?,
+    };
+    let id_columns = id_columns(&searcher)?;
+    Ok(State {
+        searcher,
+        id_columns,
+        tools,
+        ids,
+        vectors,
+        dim,
+        generation,
+    })
+}
+
+fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>> {
+    searcher
+        .segment_readers()
+        .iter()
+        .map(|s| Ok(s.fast_fields().u64("id")?))
+        .collect()
+}
+
+/// The FAISS snapshot in `dir`, if it was written at `generation`.
+fn read_snapshot(dir: &Path, generation: u64) -> Result<Option<(IdMap<FlatIndexImpl>, usize)>> {
+    let meta: Option<VectorsMeta> = fs::read(dir.join("vectors.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let faiss_path = dir.join("vectors.faiss");
+    match meta {
+        Some(meta) if meta.generation == generation && faiss_path.exists() => {
+            let loaded = faiss::read_index(path_str(&faiss_path)?)?
+                .into_id_map()?
+                .try_cast_inner_index::<FlatIndexImpl>()?;
+            Ok(Some((loaded, meta.dim)))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {

@@ -30,7 +30,8 @@ impl From<StoreError> for agentsearch_common::Error {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Unavailable(m) => {
-                agentsearch_common::Error::Unavailable(format!("metadata store: {m}"))
+                tracing::error!(error = %m, "metadata store unavailable");
+                agentsearch_common::Error::Unavailable("the metadata store is unavailable".into())
             }
             StoreError::Backend(m) => agentsearch_common::Error::Internal(m),
         }
@@ -38,8 +39,10 @@ impl From<StoreError> for agentsearch_common::Error {
 }
 
 /// Migrations, in order; each runs once per database (schema).
-pub(crate) const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("../migrations/0001_catalog.sql"))];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_catalog.sql")),
+    (2, include_str!("../migrations/0002_stale_integrations.sql")),
+];
 
 /// Where one integration of a project lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +57,21 @@ pub struct Placement {
 pub struct CatalogEntry {
     pub name: String,
     pub integration: String,
+    /// Empty while a write of the tool is pending.
     pub content_hash: String,
+    /// Integrations that may still hold an old copy (a move or delete not completed yet).
+    pub stale: Vec<String>,
+}
+
+pub(crate) fn join_stale(stale: &[String]) -> String {
+    stale.join(",")
+}
+
+pub(crate) fn split_stale(text: &str) -> Vec<String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 #[async_trait::async_trait]
@@ -148,6 +165,7 @@ pub mod conformance {
             name: name.into(),
             integration: integration.into(),
             content_hash: hash.into(),
+            stale: Vec::new(),
         };
         store
             .put_catalog_entries(
@@ -189,6 +207,28 @@ pub mod conformance {
         assert_eq!(store.catalog_size(q).await.unwrap(), 1);
         assert!(store.catalog_entries(p, &[]).await.unwrap().is_empty());
         store.put_catalog_entries(p, &[]).await.unwrap();
+
+        // Pending entries keep the integrations that may hold stale copies.
+        let pending = CatalogEntry {
+            stale: vec!["github".into(), "slack".into()],
+            ..entry("B", "jira", "")
+        };
+        store
+            .put_catalog_entries(p, std::slice::from_ref(&pending))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.catalog_entries(p, &["B".into()]).await.unwrap(),
+            vec![pending]
+        );
+        store
+            .put_catalog_entries(p, &[entry("B", "github", "h4")])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.catalog_entries(p, &["B".into()]).await.unwrap(),
+            vec![entry("B", "github", "h4")]
+        );
 
         // Names with quotes and unicode are data, not SQL.
         store

@@ -9,7 +9,7 @@ use tokio_postgres::NoTls;
 
 use crate::{
     CatalogEntry, MIGRATIONS, MetadataStore, Placement, Result, StoreError, group_placements,
-    now_ms,
+    join_stale, now_ms, split_stale,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -180,7 +180,8 @@ impl MetadataStore for PgStore {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT name, integration, content_hash FROM tools WHERE project_id = $1 AND name = ANY($2)",
+                "SELECT name, integration, content_hash, stale_integrations FROM tools
+                 WHERE project_id = $1 AND name = ANY($2)",
                 &[&project_id, &names],
             )
             .await
@@ -191,6 +192,7 @@ impl MetadataStore for PgStore {
                 name: r.get(0),
                 integration: r.get(1),
                 content_hash: r.get(2),
+                stale: split_stale(r.get(3)),
             })
             .collect())
     }
@@ -202,14 +204,16 @@ impl MetadataStore for PgStore {
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let integrations: Vec<&str> = entries.iter().map(|e| e.integration.as_str()).collect();
         let hashes: Vec<&str> = entries.iter().map(|e| e.content_hash.as_str()).collect();
+        let stale: Vec<String> = entries.iter().map(|e| join_stale(&e.stale)).collect();
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO tools (project_id, name, integration, content_hash, updated_at)
-                 SELECT $1, n, i, h, $5 FROM UNNEST($2::text[], $3::text[], $4::text[]) AS t(n, i, h)
+                "INSERT INTO tools (project_id, name, integration, content_hash, stale_integrations, updated_at)
+                 SELECT $1, n, i, h, s, $6 FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[]) AS t(n, i, h, s)
                  ON CONFLICT (project_id, name) DO UPDATE SET integration = EXCLUDED.integration,
-                   content_hash = EXCLUDED.content_hash, updated_at = EXCLUDED.updated_at",
-                &[&project_id, &names, &integrations, &hashes, &now_ms()],
+                   content_hash = EXCLUDED.content_hash, stale_integrations = EXCLUDED.stale_integrations,
+                   updated_at = EXCLUDED.updated_at",
+                &[&project_id, &names, &integrations, &hashes, &stale, &now_ms()],
             )
             .await
             .map_err(backend)?;

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     CatalogEntry, MIGRATIONS, MetadataStore, Placement, Result, StoreError, group_placements,
-    now_ms,
+    join_stale, now_ms, split_stale,
 };
 
 #[derive(Clone)]
@@ -153,13 +153,18 @@ impl MetadataStore for SqliteStore {
         let (p, names) = (project_id.to_string(), names.to_vec());
         self.with(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT name, integration, content_hash FROM tools WHERE project_id = ?1 AND name = ?2",
+                "SELECT name, integration, content_hash, stale_integrations FROM tools WHERE project_id = ?1 AND name = ?2",
             )?;
             let mut out = Vec::new();
             for name in &names {
                 let row = stmt
                     .query_row(params![p, name], |r| {
-                        Ok(CatalogEntry { name: r.get(0)?, integration: r.get(1)?, content_hash: r.get(2)? })
+                        Ok(CatalogEntry {
+                            name: r.get(0)?,
+                            integration: r.get(1)?,
+                            content_hash: r.get(2)?,
+                            stale: split_stale(&r.get::<_, String>(3)?),
+                        })
                     })
                     .optional()?;
                 out.extend(row);
@@ -175,13 +180,15 @@ impl MetadataStore for SqliteStore {
             let tx = c.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(
-                    "INSERT INTO tools (project_id, name, integration, content_hash, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                    "INSERT INTO tools (project_id, name, integration, content_hash, stale_integrations, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT (project_id, name) DO UPDATE SET integration = excluded.integration,
-                       content_hash = excluded.content_hash, updated_at = excluded.updated_at",
+                       content_hash = excluded.content_hash, stale_integrations = excluded.stale_integrations,
+                       updated_at = excluded.updated_at",
                 )?;
                 let now = now_ms();
                 for e in &entries {
-                    stmt.execute(params![p, e.name, e.integration, e.content_hash, now])?;
+                    stmt.execute(params![p, e.name, e.integration, e.content_hash, join_stale(&e.stale), now])?;
                 }
             }
             tx.commit()
