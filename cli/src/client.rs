@@ -56,7 +56,7 @@ impl Connection {
 }
 
 /// A failed call as a readable error: the envelope's code, message and field details.
-fn call_error(status: tonic::Status) -> anyhow::Error {
+pub fn call_error(status: tonic::Status) -> anyhow::Error {
     let err = error_from_status(&status);
     let envelope = err.to_envelope("");
     let mut text = format!("{}: {}", envelope.error.code, envelope.error.message);

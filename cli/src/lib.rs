@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod eval;
 pub mod node;
 
 use std::path::PathBuf;
@@ -39,6 +40,8 @@ pub enum Command {
     Catalog(CatalogCommand),
     /// Search tools and print a table (or the JSON response).
     Search(client::SearchArgs),
+    /// Score retrieval on a BEIR-format dataset through the real search path.
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Args, Debug)]
@@ -147,6 +150,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Catalog(CatalogCommand::Load(args)) => client::load(args).await,
         Command::Search(args) => client::search(args).await,
+        Command::Eval(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            config.validate()?;
+            eval::run(args, config).await
+        }
     }
 }
 

@@ -4,4 +4,5 @@
 
 mod cluster;
 mod embedded;
+mod eval;
 mod rest;

@@ -1,0 +1,410 @@
+//! `agentsearch eval`: ingests a BEIR-format dataset into a fresh project and runs every query
+//! through the production search path (gRPC), once per retrieval mode, reporting nDCG@10,
+//! Recall@1/5/10, MRR@10, queries/s and latency percentiles.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agentsearch_common::config::Config;
+use agentsearch_eval::beir::{Dataset, Doc};
+use agentsearch_eval::metrics::{self, Summary};
+use agentsearch_proto::v1 as pb;
+use agentsearch_proto::v1::tool_catalog_client::ToolCatalogClient;
+use agentsearch_proto::v1::tool_search_client::ToolSearchClient;
+use agentsearch_router::auth::Auth;
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+use tonic::transport::{Channel, Endpoint};
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// Folder in the BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// tools (the corpus is a tool catalog) or passages (needs context search).
+    #[arg(long, default_value = "tools")]
+    pub kind: String,
+    /// Retrieval modes to score, comma separated: lexical, dense, hybrid (the production ranking).
+    #[arg(long, value_delimiter = ',', default_value = "lexical,dense,hybrid")]
+    pub modes: Vec<String>,
+    /// Router gRPC address; ignored with --embedded.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub server: String,
+    /// Run an in-process server on a temporary data dir instead of connecting to one.
+    #[arg(long)]
+    pub embedded: bool,
+    /// Score at most this many queries (the first ones of the split, in file order).
+    #[arg(long)]
+    pub max_queries: Option<usize>,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Bearer token, if the server requires one.
+    #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+const MODES: [&str; 3] = ["lexical", "dense", "hybrid"];
+
+pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.kind == "tools",
+        "--kind {} is not supported yet: passage datasets need context search (ingest of synced records), \
+         which this version does not have; use --kind tools",
+        args.kind
+    );
+    for mode in &args.modes {
+        anyhow::ensure!(
+            MODES.contains(&mode.as_str()),
+            "--modes: unknown mode `{mode}` (lexical, dense, hybrid)"
+        );
+    }
+    let dataset = Dataset::load(&args.dataset, &args.split).context("loading the dataset")?;
+    let queries: Vec<_> = dataset
+        .queries
+        .iter()
+        .take(args.max_queries.unwrap_or(usize::MAX))
+        .collect();
+    anyhow::ensure!(
+        !queries.is_empty(),
+        "the split `{}` has no judged queries",
+        args.split
+    );
+    let (tools, doc_of) = catalog(&dataset.corpus);
+    eprintln!(
+        "{}: {} documents, {} queries ({} split){}",
+        dataset.name,
+        tools.len(),
+        queries.len(),
+        args.split,
+        if queries.len() < dataset.queries.len() {
+            format!(" of {}", dataset.queries.len())
+        } else {
+            String::new()
+        }
+    );
+
+    let _server_dir;
+    let _server;
+    let addr = if args.embedded {
+        let dir = tempfile::tempdir().context("temporary data dir")?;
+        let mut config = config;
+        config.data_dir = dir.path().to_path_buf();
+        let embedder = crate::node::load_embedder(&config)?;
+        let router = crate::node::embedded_router(&config, embedder).await?;
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = grpc.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(agentsearch_router::serve_on(
+            router,
+            Auth::default(),
+            http,
+            grpc,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        _server = Some((stop, handle));
+        _server_dir = Some(dir);
+        addr.to_string()
+    } else {
+        _server = None;
+        _server_dir = None;
+        args.server.clone()
+    };
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+
+    let project = uuid::Uuid::new_v4().hyphenated().to_string();
+    let started = Instant::now();
+    ingest(&args, channel.clone(), &project, tools).await?;
+    eprintln!(
+        "ingested in {:.1} s into project {project}",
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut results: Vec<(String, Summary, ModeStats)> = Vec::new();
+    for mode in &args.modes {
+        let (summary, stats) = run_mode(
+            &args,
+            channel.clone(),
+            &project,
+            mode,
+            &queries,
+            &dataset,
+            &doc_of,
+        )
+        .await?;
+        results.push((mode.clone(), summary, stats));
+    }
+    print!("{}", table(&dataset, queries.len(), &results));
+    if let Some(path) = &args.out {
+        let modes: serde_json::Map<String, serde_json::Value> = results
+            .iter()
+            .map(|(mode, s, t)| {
+                (
+                    mode.clone(),
+                    json!({
+                        "ndcg@10": s.mean.ndcg_at_10, "recall@1": s.mean.recall_at_1, "recall@5": s.mean.recall_at_5,
+                        "recall@10": s.mean.recall_at_10, "mrr@10": s.mean.mrr_at_10,
+                        "qps": t.qps, "p50_ms": t.p50_ms, "p99_ms": t.p99_ms,
+                    }),
+                )
+            })
+            .collect();
+        let report = json!({"dataset": dataset.name, "split": args.split, "queries": queries.len(), "modes": modes});
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some((stop, handle)) = _server {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), handle).await;
+    }
+    Ok(())
+}
+
+/// Tools from BEIR documents: name = title (made unique with the document id when titles repeat),
+/// integration = the document's group (slug), category = its category (slug), description = text,
+/// parameters = `metadata.parameters`. Returns the tools and tool name -> document id.
+pub fn catalog(corpus: &[Doc]) -> (Vec<pb::ToolDefinition>, HashMap<String, String>) {
+    let mut title_count: HashMap<String, usize> = HashMap::new();
+    for doc in corpus {
+        *title_count
+            .entry(clean_name(&doc.title, &doc.id))
+            .or_default() += 1;
+    }
+    let mut used = HashSet::new();
+    let mut tools = Vec::with_capacity(corpus.len());
+    let mut doc_of = HashMap::with_capacity(corpus.len());
+    for doc in corpus {
+        let base = clean_name(&doc.title, &doc.id);
+        let mut name = if title_count[&base] > 1 {
+            format!("{base} [{}]", doc.id)
+        } else {
+            base
+        };
+        while !used.insert(name.clone()) {
+            name.push('_');
+        }
+        let meta = |key: &str| doc.metadata.get(key).and_then(|v| v.as_str()).map(slug);
+        let parameters = doc
+            .metadata
+            .get("parameters")
+            .filter(|p| p.is_object())
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        doc_of.insert(name.clone(), doc.id.clone());
+        tools.push(pb::ToolDefinition {
+            name,
+            integration: meta("group").unwrap_or_else(|| "eval".to_string()),
+            category: meta("category").unwrap_or_default(),
+            side_effect: String::new(),
+            description: doc
+                .text
+                .chars()
+                .take(agentsearch_common::tool::MAX_DESCRIPTION_CHARS)
+                .collect(),
+            parameters_json: parameters,
+        });
+    }
+    (tools, doc_of)
+}
+
+fn clean_name(title: &str, id: &str) -> String {
+    let t: String = title
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .trim()
+        .to_string();
+    let t = if t.is_empty() { id.to_string() } else { t };
+    t.chars().take(200).collect::<String>().trim().to_string()
+}
+
+/// A lowercase slug: runs of other characters become `_`.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    let out: String = out.trim_end_matches('_').chars().take(64).collect();
+    if out.is_empty() { "eval".into() } else { out }
+}
+
+async fn ingest(
+    args: &EvalArgs,
+    channel: Channel,
+    project: &str,
+    tools: Vec<pb::ToolDefinition>,
+) -> anyhow::Result<()> {
+    let mut client = ToolCatalogClient::new(channel).max_encoding_message_size(64 << 20);
+    let batches: Vec<pb::UpsertToolsRequest> = tools
+        .chunks(256)
+        .map(|c| pb::UpsertToolsRequest {
+            project_id: project.to_string(),
+            tools: c.to_vec(),
+        })
+        .collect();
+    let total = tools.len() as u64;
+    let mut request = tonic::Request::new(tokio_stream::iter(batches));
+    authorize(args, request.metadata_mut())?;
+    let mut acks = client
+        .upsert_tools(request)
+        .await
+        .map_err(crate::client::call_error)?
+        .into_inner();
+    let bar = indicatif::ProgressBar::new(total);
+    while let Some(ack) = acks.message().await.map_err(crate::client::call_error)? {
+        bar.set_position(ack.total);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+fn authorize(args: &EvalArgs, metadata: &mut tonic::metadata::MetadataMap) -> anyhow::Result<()> {
+    if let Some(token) = &args.token {
+        metadata.insert(
+            "authorization",
+            format!("Bearer {token}").parse().context("token")?,
+        );
+    }
+    Ok(())
+}
+
+pub struct ModeStats {
+    pub qps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+async fn run_mode(
+    args: &EvalArgs,
+    channel: Channel,
+    project: &str,
+    mode: &str,
+    queries: &[&agentsearch_eval::beir::Query],
+    dataset: &Dataset,
+    doc_of: &HashMap<String, String>,
+) -> anyhow::Result<(Summary, ModeStats)> {
+    let mut client = ToolSearchClient::new(channel).max_decoding_message_size(64 << 20);
+    let mut rankings: Vec<Vec<String>> = Vec::with_capacity(queries.len());
+    let mut latencies: Vec<f64> = Vec::with_capacity(queries.len());
+    let bar = indicatif::ProgressBar::new(queries.len() as u64);
+    bar.set_message(mode.to_string());
+    let started = Instant::now();
+    for q in queries {
+        // The API takes at most 1024 characters; longer queries are cut.
+        let text: String = q.text.chars().take(1024).collect();
+        let text = if text.trim().is_empty() {
+            q.id.clone()
+        } else {
+            text
+        };
+        let mut request = tonic::Request::new(pb::SearchToolsRequest {
+            project_id: project.to_string(),
+            query: text,
+            top_k: Some(10),
+            mode: Some(mode.to_string()),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        let t = Instant::now();
+        let response = client
+            .search_tools(request)
+            .await
+            .map_err(crate::client::call_error)?
+            .into_inner();
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        rankings.push(
+            response
+                .tools
+                .iter()
+                .filter_map(|t| doc_of.get(&t.intent_name).cloned())
+                .collect(),
+        );
+        bar.inc(1);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let empty = HashMap::new();
+    let summary = metrics::evaluate(
+        queries
+            .iter()
+            .zip(&rankings)
+            .map(|(q, r)| (&r[..], dataset.qrels.get(&q.id).unwrap_or(&empty))),
+    );
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    Ok((
+        summary,
+        ModeStats {
+            qps: queries.len() as f64 / secs,
+            p50_ms: pct(0.50),
+            p99_ms: pct(0.99),
+        },
+    ))
+}
+
+fn table(dataset: &Dataset, queries: usize, results: &[(String, Summary, ModeStats)]) -> String {
+    let mut out = format!(
+        "\n{} ({} split, {} queries)\n",
+        dataset.name, dataset.split, queries
+    );
+    out.push_str(&format!(
+        "{:<8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+        "mode", "nDCG@10", "R@1", "R@5", "R@10", "MRR@10", "q/s", "p50 ms", "p99 ms"
+    ));
+    for (mode, s, t) in results {
+        let m = &s.mean;
+        out.push_str(&format!(
+            "{:<8} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.1} {:>8.2} {:>8.2}\n",
+            mode,
+            m.ndcg_at_10,
+            m.recall_at_1,
+            m.recall_at_5,
+            m.recall_at_10,
+            m.mrr_at_10,
+            t.qps,
+            t.p50_ms,
+            t.p99_ms
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_unique_names() {
+        assert_eq!(slug("Worldwide Recipes"), "worldwide_recipes");
+        assert_eq!(slug("  --  "), "eval");
+        let doc = |id: &str, title: &str| Doc {
+            id: id.into(),
+            title: title.into(),
+            text: "t".into(),
+            metadata: serde_json::json!({}),
+        };
+        let (tools, doc_of) = catalog(&[
+            doc("1", "Suggestions"),
+            doc("2", "Suggestions"),
+            doc("3", "Other"),
+        ]);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["Suggestions [1]", "Suggestions [2]", "Other"]);
+        assert_eq!(doc_of["Other"], "3");
+    }
+}

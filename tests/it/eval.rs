@@ -1,0 +1,65 @@
+//! `agentsearch eval` on a tiny BEIR fixture through the real search path: the lexical figures are
+//! checked exactly against values computed by hand.
+
+use agentsearch::eval::{EvalArgs, run};
+use agentsearch_common::config::Config;
+use agentsearch_tests::model_dir;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_table_on_a_tiny_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("eval.json");
+    let args = EvalArgs {
+        dataset: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny"),
+        split: "test".into(),
+        kind: "tools".into(),
+        modes: vec!["lexical".into(), "dense".into(), "hybrid".into()],
+        server: String::new(),
+        embedded: true,
+        max_queries: None,
+        out: Some(out.clone()),
+        token: None,
+    };
+    let mut config = Config::default();
+    config.embed.model_dir = model_dir();
+    run(args, config).await.unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["dataset"], "beir-tiny");
+    assert_eq!(report["split"], "test");
+    assert_eq!(report["queries"], 4, "q5 has no judgments in the split");
+
+    // Lexical rankings: q1 "zorblax" -> [t1]; q2 "quasar" -> [t5] (t4 is also relevant, never
+    // retrieved); q3 "polish" -> [t2] (t3 relevant); q4 "widget" -> [t2, t3] (t2's description is
+    // shorter), t3 relevant.
+    let d = |rank: f64| 1.0 / (rank + 1.0).log2();
+    let ndcg = [1.0, d(1.0) / (d(1.0) + d(2.0)), 0.0, d(2.0)];
+    let expected = [
+        ("ndcg@10", ndcg.iter().sum::<f64>() / 4.0),
+        ("recall@1", (1.0 + 0.5 + 0.0 + 0.0) / 4.0),
+        ("recall@5", (1.0 + 0.5 + 0.0 + 1.0) / 4.0),
+        ("recall@10", (1.0 + 0.5 + 0.0 + 1.0) / 4.0),
+        ("mrr@10", (1.0 + 1.0 + 0.0 + 0.5) / 4.0),
+    ];
+    let lexical = &report["modes"]["lexical"];
+    for (metric, value) in expected {
+        let got = lexical[metric].as_f64().unwrap();
+        assert!(
+            (got - value).abs() < 1e-12,
+            "lexical {metric}: {got} vs {value}"
+        );
+    }
+    for mode in ["dense", "hybrid"] {
+        for metric in ["ndcg@10", "recall@1", "recall@5", "recall@10", "mrr@10"] {
+            let v = report["modes"][mode][metric].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{mode} {metric} = {v}");
+        }
+        // Every relevant tool is among the five candidates, so recall@10 is 1 when all five return.
+        assert_eq!(
+            report["modes"][mode]["recall@10"].as_f64().unwrap(),
+            1.0,
+            "{mode}"
+        );
+        assert!(report["modes"][mode]["qps"].as_f64().unwrap() > 0.0);
+    }
+}
