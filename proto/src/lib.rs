@@ -2,6 +2,7 @@
 //! internal shard API (`agentsearch.shard.v1`), conversions between the internal messages and the
 //! domain types of `agentsearch-common`, and the codec between errors and gRPC statuses.
 
+pub mod context;
 pub mod convert;
 pub mod error_codec;
 

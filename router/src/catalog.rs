@@ -102,13 +102,7 @@ impl Router {
             return Ok(batch);
         }
         let names: Vec<String> = records.iter().map(|(r, _)| r.name.clone()).collect();
-        let existing: HashMap<String, CatalogEntry> = self
-            .store
-            .catalog_entries(project_id, &names)
-            .await?
-            .into_iter()
-            .map(|e| (e.name.clone(), e))
-            .collect();
+        let existing = self.ledger(project_id, &names).await?;
         let (changed, unchanged): (Vec<_>, Vec<_>) =
             records.into_iter().partition(|(record, hash)| {
                 in_flight.contains(&record.name)
@@ -164,13 +158,7 @@ impl Router {
 
         // 1. Pending: hash cleared, every integration that may hold an old copy marked stale.
         let names: Vec<String> = batch.names().map(str::to_string).collect();
-        let previous: HashMap<String, CatalogEntry> = self
-            .store
-            .catalog_entries(project_id, &names)
-            .await?
-            .into_iter()
-            .map(|e| (e.name.clone(), e))
-            .collect();
+        let previous = self.ledger(project_id, &names).await?;
         let mut pending = Vec::with_capacity(batch.tools.len());
         let mut finals = Vec::with_capacity(batch.tools.len());
         for (tool, hash) in &batch.tools {
@@ -372,6 +360,16 @@ impl Router {
         self.invalidate_placements(project_id);
         tracing::info!(project_id, integration, shards = ?placed, "integration placed");
         Ok(placed)
+    }
+
+    /// The ledger entries of the named tools that exist, by name.
+    async fn ledger(
+        &self,
+        project_id: &str,
+        names: &[String],
+    ) -> Result<HashMap<String, CatalogEntry>> {
+        let entries = self.store.catalog_entries(project_id, names).await?;
+        Ok(entries.into_iter().map(|e| (e.name.clone(), e)).collect())
     }
 
     fn project_write_lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use agentsearch_common::ids::{new_request_id, parse_project_id};
+use agentsearch_common::ids::parse_project_id;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_common::{Error, FieldViolation};
 use agentsearch_proto::status_from_error;
@@ -33,22 +33,9 @@ impl PublicGrpc {
     }
 
     /// Request id (the caller's `x-request-id` or a new one), after authentication.
+    #[allow(clippy::result_large_err)]
     fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        let request_id = request
-            .metadata()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= 128)
-            .map(str::to_string)
-            .unwrap_or_else(new_request_id);
-        let authorization = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        self.auth
-            .check(authorization)
-            .map_err(|e| status_from_error(&e, &request_id))?;
-        Ok(request_id)
+        agentsearch_proto::context::begin(request.metadata(), &self.auth)
     }
 }
 

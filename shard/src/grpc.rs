@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use agentsearch_common::auth::Auth;
-use agentsearch_common::ids::new_request_id;
 use agentsearch_common::shard::ShardApi;
 use agentsearch_proto::shard_v1 as pb;
 use agentsearch_proto::shard_v1::shard_server::{Shard, ShardServer};
@@ -26,15 +25,7 @@ impl ShardGrpcService {
     /// The request id, once the caller is authenticated.
     #[allow(clippy::result_large_err)]
     fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        let rid = request_id(request);
-        let authorization = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        self.auth
-            .check(authorization)
-            .map_err(|e| status_from_error(&e, &rid))?;
-        Ok(rid)
+        agentsearch_proto::context::begin(request.metadata(), &self.auth)
     }
 
     pub fn into_server(self) -> ShardServer<Self> {
@@ -42,15 +33,6 @@ impl ShardGrpcService {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
-}
-
-fn request_id<T>(request: &Request<T>) -> String {
-    request
-        .metadata()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .unwrap_or_else(new_request_id)
 }
 
 #[tonic::async_trait]
