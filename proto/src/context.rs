@@ -2,19 +2,14 @@
 //! bearer token.
 
 use agentsearch_common::auth::Auth;
-use agentsearch_common::ids::new_request_id;
+use agentsearch_common::ids::accept_request_id;
 use tonic::metadata::MetadataMap;
 
 use crate::status_from_error;
 
 /// The request id to use: the caller's `x-request-id` when it is a sane token, else a new one.
 pub fn request_id(metadata: &MetadataMap) -> String {
-    metadata
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(new_request_id)
+    accept_request_id(metadata.get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
 /// The request id, once the caller is authenticated; otherwise the `UNAUTHENTICATED` status.

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Router;
 use crate::placement::rendezvous;
+use crate::shards::ShardClient;
 
 /// Tools per upsert call.
 pub const MAX_BATCH: usize = 1000;
@@ -195,16 +196,7 @@ impl Router {
         let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
         for (integration, tools) in by_integration {
             for shard_id in self.place(project_id, &integration).await? {
-                if self.shards.get(&shard_id).is_none() {
-                    tracing::error!(
-                        integration,
-                        shard_id,
-                        "integration placed on a shard that is not configured"
-                    );
-                    return Err(Error::Unavailable(format!(
-                        "a shard holding integration `{integration}` is not available"
-                    )));
-                }
+                self.placed_shard(&integration, &shard_id)?;
                 by_shard
                     .entry(shard_id)
                     .or_default()
@@ -315,16 +307,7 @@ impl Router {
                 continue;
             };
             for shard_id in &placement.shard_ids {
-                let Some(client) = self.shards.get(shard_id).cloned() else {
-                    tracing::error!(
-                        integration,
-                        shard_id,
-                        "integration placed on a shard that is not configured"
-                    );
-                    return Err(Error::Unavailable(format!(
-                        "a shard holding integration `{integration}` is not available"
-                    )));
-                };
+                let client = self.placed_shard(&integration, shard_id)?;
                 let request = ShardDeleteRequest {
                     project_id: project_id.to_string(),
                     integration: integration.clone(),
@@ -360,6 +343,21 @@ impl Router {
         self.invalidate_placements(project_id);
         tracing::info!(project_id, integration, shards = ?placed, "integration placed");
         Ok(placed)
+    }
+
+    /// The client of a shard an integration is placed on; an error if that shard is not configured
+    /// (the shard set changed since the placement was recorded).
+    fn placed_shard(&self, integration: &str, shard_id: &str) -> Result<ShardClient> {
+        self.shards.get(shard_id).cloned().ok_or_else(|| {
+            tracing::error!(
+                integration,
+                shard_id,
+                "integration placed on a shard that is not configured"
+            );
+            Error::Unavailable(format!(
+                "a shard holding integration `{integration}` is not available"
+            ))
+        })
     }
 
     /// The ledger entries of the named tools that exist, by name.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentsearch_common::ids::{new_request_id, parse_project_id};
+use agentsearch_common::ids::{accept_request_id, parse_project_id};
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_common::{Error, FieldViolation};
 use axum::Router as AxumRouter;
@@ -74,12 +74,7 @@ fn with_request_id(mut response: Response, request_id: &str) -> Response {
 
 /// The caller's `x-request-id` when it is a sane token, otherwise a fresh one.
 fn request_id(headers: &HeaderMap) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(new_request_id)
+    accept_request_id(headers.get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
 struct Call {

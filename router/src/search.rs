@@ -24,14 +24,17 @@ use crate::api::{
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
 pub(crate) struct TraceRecorder {
+    /// Steps are only recorded when the caller asked for diagnostics.
+    enabled: bool,
     started: Instant,
     last: Instant,
     steps: Vec<TraceStep>,
 }
 
 impl TraceRecorder {
-    pub(crate) fn new(started: Instant) -> Self {
+    pub(crate) fn new(started: Instant, enabled: bool) -> Self {
         Self {
+            enabled,
             started,
             last: started,
             steps: Vec::new(),
@@ -47,6 +50,9 @@ impl TraceRecorder {
 
     /// Adds a step measured elsewhere (concurrent work).
     pub(crate) fn push(&mut self, label: &str, took: Duration) {
+        if !self.enabled {
+            return;
+        }
         self.steps.push(TraceStep {
             label: label.to_string(),
             duration_ms: took.as_secs_f64() * 1e3,
@@ -75,7 +81,7 @@ impl Router {
     ) -> Result<ToolSearchResponse> {
         let started = Instant::now();
         let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
-        let mut trace = TraceRecorder::new(started);
+        let mut trace = TraceRecorder::new(started, req.diagnostics);
         let search = &self.settings.search;
 
         let placements = self.placements(&req.project_id).await?;
@@ -428,28 +434,25 @@ impl Router {
         });
         let mut answers = Vec::with_capacity(parts.len());
         for (part, result, took) in join_all(calls).await {
-            trace.push(&format!("shard:{}", part.shard_id), took);
-            match result {
-                Ok(answer) => {
+            if trace.enabled {
+                trace.push(&format!("shard:{}", part.shard_id), took);
+                if let Ok(answer) = &result {
                     let t = answer.timings;
-                    trace.push(
-                        &format!("shard:{}:prepare", part.shard_id),
-                        Duration::from_secs_f64(t.prepare_ms / 1e3),
-                    );
-                    trace.push(
-                        &format!("shard:{}:lexical", part.shard_id),
-                        Duration::from_secs_f64(t.lexical_ms / 1e3),
-                    );
-                    trace.push(
-                        &format!("shard:{}:dense", part.shard_id),
-                        Duration::from_secs_f64(t.dense_ms / 1e3),
-                    );
-                    trace.push(
-                        &format!("shard:{}:assemble", part.shard_id),
-                        Duration::from_secs_f64(t.assemble_ms / 1e3),
-                    );
-                    answers.push(answer)
+                    for (step, ms) in [
+                        ("prepare", t.prepare_ms),
+                        ("lexical", t.lexical_ms),
+                        ("dense", t.dense_ms),
+                        ("assemble", t.assemble_ms),
+                    ] {
+                        trace.push(
+                            &format!("shard:{}:{step}", part.shard_id),
+                            Duration::from_secs_f64(ms / 1e3),
+                        );
+                    }
                 }
+            }
+            match result {
+                Ok(answer) => answers.push(answer),
                 Err(err) => {
                     tracing::warn!(request_id, shard_id = %part.shard_id, error = %err, "shard search failed");
                     let message = match &err {

@@ -77,10 +77,6 @@ impl GrpcShard {
         }
         req
     }
-
-    pub fn addr(&self) -> &str {
-        &self.addr
-    }
 }
 
 /// A failed shard call as the router reports it: the shard's own error for bad input, otherwise
@@ -255,13 +251,5 @@ impl ShardSet {
 
     pub fn get(&self, id: &str) -> Option<&ShardClient> {
         self.shards.get(id)
-    }
-
-    pub fn len(&self) -> usize {
-        self.shards.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.shards.is_empty()
     }
 }

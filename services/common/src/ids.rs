@@ -7,6 +7,15 @@ pub fn new_request_id() -> String {
     format!("req_{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The caller's request id when it is a sane token (1-128 printable ASCII characters), otherwise a
+/// fresh one. Used by every API (REST header and gRPC metadata `x-request-id`).
+pub fn accept_request_id(given: Option<&str>) -> String {
+    given
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(new_request_id)
+}
+
 /// The demo project of the embedded default.
 pub const DEMO_PROJECT_ID: &str = "00000000-0000-4000-8000-000000000001";
 

@@ -317,16 +317,10 @@ impl ToolRecord {
 /// not a letter or digit, and inside words at camelCase boundaries (`getHTTPResponse` -> `get`,
 /// `http`, `response`; `SLACK_POST_MESSAGE` -> `slack`, `post`, `message`).
 pub fn identifier_pieces(text: &str) -> Vec<String> {
-    let mut pieces = Vec::new();
-    for_each_piece(text, |piece| pieces.push(piece.to_lowercase()));
-    pieces
-}
-
-/// Calls `f` with every piece of `text` (original casing), in order; see [`identifier_pieces`].
-pub fn for_each_piece(text: &str, mut f: impl FnMut(&str)) {
-    for (start, end) in piece_bounds(text) {
-        f(&text[start..end]);
-    }
+    piece_bounds(text)
+        .into_iter()
+        .map(|(start, end)| text[start..end].to_lowercase())
+        .collect()
 }
 
 /// Byte ranges of the pieces of `text`; see [`identifier_pieces`].

@@ -1,9 +1,6 @@
 //! Token counts of tool definitions with a real BPE: OpenAI's `o200k_base` encoding (GPT-4o and
 //! later), ranks embedded in the binary.
 
-/// The encoding token counts are reported in.
-pub const ENCODING: &str = "o200k_base";
-
 /// BPE tokens of `text` (no special tokens).
 pub fn count_tokens(text: &str) -> u32 {
     let bpe = tiktoken_rs::o200k_base_singleton();

@@ -216,16 +216,6 @@ impl IntegrationIndex {
         self.state.read().generation
     }
 
-    /// The stored record of a tool by name.
-    pub fn get(&self, name: &str) -> Option<Arc<ToolRecord>> {
-        let state = self.state.read();
-        state
-            .ids
-            .get(name)
-            .and_then(|id| state.tools.get(id))
-            .cloned()
-    }
-
     /// Inserts or replaces tools by name; the last of duplicate names in one call wins.
     /// Returns the new generation.
     pub fn upsert(&self, tools: Vec<IndexedTool>) -> Result<u64> {
@@ -521,15 +511,6 @@ impl IntegrationIndex {
     /// The record behind a vector id.
     pub fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
         self.state.read().tools.get(&id).cloned()
-    }
-
-    /// The stored records of the named tools that exist here.
-    pub fn records<'a>(&self, names: impl Iterator<Item = &'a str>) -> Vec<ToolRecord> {
-        let state = self.state.read();
-        names
-            .filter_map(|n| state.ids.get(n).and_then(|id| state.tools.get(id)))
-            .map(|t| (**t).clone())
-            .collect()
     }
 
     /// Writes the dense index to disk if it is older there than in memory. Writes do not call
