@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentsearch_common::config::Config;
+use agentsearch_common::tool::identifier_pieces;
 use agentsearch_eval::beir::{Dataset, Doc};
 use agentsearch_eval::metrics::{self, Summary};
 use agentsearch_proto::v1 as pb;
@@ -37,12 +38,18 @@ pub struct EvalArgs {
     /// Run an in-process server on a temporary data dir instead of connecting to one.
     #[arg(long)]
     pub embedded: bool,
-    /// Score at most this many queries (the first ones of the split, in file order).
+    /// Score at most this many queries: an evenly spaced sample of the split (positions
+    /// `floor(i * total / N)` in file order), since files are often grouped by topic or label.
     #[arg(long)]
     pub max_queries: Option<usize>,
     /// Write every figure as JSON to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write every query's top 50 per mode, with each retriever's rank and score (the
+    /// diagnostics `explain`), as JSON lines to this file, for offline analysis of fusion. Latency
+    /// figures then include the larger responses.
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -64,11 +71,7 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         );
     }
     let dataset = Dataset::load(&args.dataset, &args.split).context("loading the dataset")?;
-    let queries: Vec<_> = dataset
-        .queries
-        .iter()
-        .take(args.max_queries.unwrap_or(usize::MAX))
-        .collect();
+    let queries = sample(&dataset.queries, args.max_queries);
     anyhow::ensure!(
         !queries.is_empty(),
         "the split `{}` has no judged queries",
@@ -131,6 +134,12 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
+    let mut dump = match &args.dump {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     let mut results: Vec<(String, Summary, ModeStats)> = Vec::new();
     for mode in &args.modes {
         let (summary, stats) = run_mode(
@@ -141,9 +150,14 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
             &queries,
             &dataset,
             &doc_of,
+            dump.as_mut(),
         )
         .await?;
         results.push((mode.clone(), summary, stats));
+    }
+    if let Some(mut out) = dump {
+        use std::io::Write;
+        out.flush()?;
     }
     print!("{}", table(&dataset, queries.len(), &results));
     if let Some(path) = &args.out {
@@ -171,8 +185,16 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// At most `max` items, evenly spaced: positions `floor(i * len / max)` for `i` in `0..max`.
+pub fn sample<T>(items: &[T], max: Option<usize>) -> Vec<&T> {
+    match max {
+        Some(n) if n < items.len() => (0..n).map(|i| &items[i * items.len() / n]).collect(),
+        _ => items.iter().collect(),
+    }
+}
+
 /// Tools from BEIR documents: name = title (made unique with the document id when titles repeat),
-/// integration = the document's group (slug), category = its category (slug), description = text,
+/// integration = the document's group (slug), else the name as a slug, category = its category (slug), description = text,
 /// parameters = `metadata.parameters`. Returns the tools and tool name -> document id.
 pub fn catalog(corpus: &[Doc]) -> (Vec<pb::ToolDefinition>, HashMap<String, String>) {
     let mut title_count: HashMap<String, usize> = HashMap::new();
@@ -202,9 +224,13 @@ pub fn catalog(corpus: &[Doc]) -> (Vec<pb::ToolDefinition>, HashMap<String, Stri
             .map(|p| p.to_string())
             .unwrap_or_default();
         doc_of.insert(name.clone(), doc.id.clone());
+        // A tool without a toolkit is an app of its own (a MetaTool plugin, a BFCL function): its
+        // integration is its name as a slug, so no word is added to its text.
+        let integration =
+            meta("group").unwrap_or_else(|| slug(&identifier_pieces(&name).join("_")));
         tools.push(pb::ToolDefinition {
             name,
-            integration: meta("group").unwrap_or_else(|| "eval".to_string()),
+            integration,
             category: meta("category").unwrap_or_default(),
             side_effect: String::new(),
             description: doc
@@ -297,7 +323,9 @@ async fn run_mode(
     queries: &[&agentsearch_eval::beir::Query],
     dataset: &Dataset,
     doc_of: &HashMap<String, String>,
+    mut dump: Option<&mut std::io::BufWriter<std::fs::File>>,
 ) -> anyhow::Result<(Summary, ModeStats)> {
+    use std::io::Write;
     let mut client = ToolSearchClient::new(channel).max_decoding_message_size(64 << 20);
     let mut rankings: Vec<Vec<String>> = Vec::with_capacity(queries.len());
     let mut latencies: Vec<f64> = Vec::with_capacity(queries.len());
@@ -315,8 +343,9 @@ async fn run_mode(
         let mut request = tonic::Request::new(pb::SearchToolsRequest {
             project_id: project.to_string(),
             query: text,
-            top_k: Some(10),
+            top_k: Some(if dump.is_some() { 50 } else { 10 }),
             mode: Some(mode.to_string()),
+            diagnostics: dump.is_some(),
             ..Default::default()
         });
         authorize(args, request.metadata_mut())?;
@@ -327,10 +356,27 @@ async fn run_mode(
             .map_err(crate::client::call_error)?
             .into_inner();
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        if let Some(out) = dump.as_mut() {
+            let hit = |h: &Option<pb::RetrieverHit>| h.as_ref().map(|h| json!([h.rank, h.score]));
+            let hits: Vec<_> = response
+                .tools
+                .iter()
+                .map(|t| {
+                    let e = t.explain.clone().unwrap_or_default();
+                    json!({"doc": doc_of.get(&t.intent_name), "lexical": hit(&e.lexical), "dense": hit(&e.dense)})
+                })
+                .collect();
+            writeln!(
+                out,
+                "{}",
+                json!({"query": q.id, "mode": mode, "hits": hits})
+            )?;
+        }
         rankings.push(
             response
                 .tools
                 .iter()
+                .take(10)
                 .filter_map(|t| doc_of.get(&t.intent_name).cloned())
                 .collect(),
         );
@@ -387,6 +433,15 @@ fn table(dataset: &Dataset, queries: usize, results: &[(String, Summary, ModeSta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn samples_evenly() {
+        let items: Vec<u32> = (0..10).collect();
+        assert_eq!(sample(&items, Some(4)), [&0, &2, &5, &7]);
+        assert_eq!(sample(&items, Some(10)).len(), 10);
+        assert_eq!(sample(&items, None).len(), 10);
+        assert_eq!(sample(&items, Some(0)).len(), 0);
+    }
 
     #[test]
     fn slugs_and_unique_names() {

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsearch_common::config::Config;
+use agentsearch_common::config::{Config, LexicalConfig};
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
 use agentsearch_router::auth::Auth;
@@ -43,12 +43,16 @@ pub fn settings(config: &Config) -> RouterSettings {
 }
 
 /// Opens `count` shards under `data_dir/shards/`.
-pub fn open_local_shards(data_dir: &Path, count: u32) -> anyhow::Result<Vec<ShardClient>> {
+pub fn open_local_shards(
+    data_dir: &Path,
+    count: u32,
+    lexical: LexicalConfig,
+) -> anyhow::Result<Vec<ShardClient>> {
     (0..count)
         .map(|i| {
             let dir = data_dir.join("shards").join(format!("shard-{i}"));
             let shard = Arc::new(
-                LocalShard::open(&dir)
+                LocalShard::open(&dir, lexical)
                     .with_context(|| format!("opening shard in {}", dir.display()))?,
             );
             shard.start_flusher(FLUSH_EVERY);
@@ -67,7 +71,7 @@ pub async fn embedded_router(
     let store: Arc<dyn MetadataStore> =
         Arc::new(SqliteStore::open(&config.data_dir.join("metadata.sqlite"))?);
     let shards = ShardSet::discover(
-        open_local_shards(&config.data_dir, config.shards.local)?,
+        open_local_shards(&config.data_dir, config.shards.local, config.lexical)?,
         Duration::ZERO,
     )
     .await?;
@@ -108,7 +112,7 @@ pub async fn serve_shard(
 ) -> anyhow::Result<()> {
     let auth = Auth::new(config.auth.token.clone());
     auth.check_bind(config.grpc, "the shard API")?;
-    let shard = Arc::new(LocalShard::open(&config.data_dir)?);
+    let shard = Arc::new(LocalShard::open(&config.data_dir, config.lexical)?);
     shard.start_flusher(FLUSH_EVERY);
     agentsearch_shard::serve(shard, auth, config.grpc, shutdown).await?;
     Ok(())

@@ -212,6 +212,21 @@ pub struct ToolResult {
     pub relevancy: f64,
     pub tool: ModelTool,
     pub tokens: u32,
+    /// Where each retriever ranked the tool; only with diagnostics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Explain {
+    pub lexical: Option<RetrieverHit>,
+    pub dense: Option<RetrieverHit>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RetrieverHit {
+    pub rank: u32,
+    pub score: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

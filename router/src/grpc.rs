@@ -97,6 +97,16 @@ fn to_proto(r: ToolSearchResponse) -> pb::SearchToolsResponse {
                     }),
                 }),
                 tokens: t.tokens,
+                explain: t.explain.map(|e| {
+                    let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
+                        rank: h.rank,
+                        score: h.score,
+                    };
+                    pb::Explain {
+                        lexical: e.lexical.map(hit),
+                        dense: e.dense.map(hit),
+                    }
+                }),
             })
             .collect(),
         search_query: r.search_query,

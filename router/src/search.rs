@@ -6,20 +6,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentsearch_common::config::{Fusion, SearchConfig};
 use agentsearch_common::shard::{
     Hit, RetrievalMode, ShardSearchRequest, ShardSearchResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::ToolRecord;
 use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
-use agentsearch_fusion::{RankedList, merge_ranked, pack, reciprocal_rank_fusion};
+use agentsearch_fusion::{
+    FusedItem, RankedList, ScoredList, merge_ranked, pack, reciprocal_rank_fusion, score_floor,
+    score_fusion,
+};
 use futures::future::join_all;
 use serde_json::value::RawValue;
 
 use crate::Router;
 use crate::api::{
-    FunctionDefinition, ModelTool, SearchError, ToolResult, ToolSearchRequest, ToolSearchResponse,
-    Trace, TraceStep, Usage, Visibility,
+    Explain, FunctionDefinition, ModelTool, RetrieverHit, SearchError, ToolResult,
+    ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
@@ -303,19 +307,8 @@ impl Router {
         } else {
             Vec::new()
         };
-        let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.name.as_str()).collect();
-        let dense_keys: Vec<&str> = dense.iter().map(|h| h.name.as_str()).collect();
-        let lists = [
-            RankedList {
-                weight: search.lexical_weight,
-                keys: &lexical_keys[..],
-            },
-            RankedList {
-                weight: search.dense_weight,
-                keys: &dense_keys[..],
-            },
-        ];
-        let fused: Vec<_> = reciprocal_rank_fusion(&lists, search.rrf_k)
+        let (fused, floor) = fuse(search, &lexical, &dense);
+        let fused: Vec<_> = fused
             .into_iter()
             .filter(|f| records.contains_key(f.key))
             .collect();
@@ -331,16 +324,27 @@ impl Router {
             ),
             req.max_tool_tokens.map(u64::from),
         );
-        let best = fused
-            .first()
-            .map_or(1.0, |f| f.score)
-            .max(f64::MIN_POSITIVE);
+        let best = fused.first().map_or(1.0, |f| f.score);
+        let span = (best - floor).max(f64::MIN_POSITIVE);
         let tools: Vec<ToolResult> = packing
             .selected
             .iter()
             .map(|&pos| {
-                let record = &records[fused[pos].key];
-                to_result(record, fused[pos].score / best)
+                let item = &fused[pos];
+                let record = &records[item.key];
+                let explain = req.diagnostics.then(|| {
+                    let hit = |list: &[Hit], rank: Option<usize>| {
+                        rank.map(|r| RetrieverHit {
+                            rank: r as u32,
+                            score: f64::from(list[r - 1].score),
+                        })
+                    };
+                    Explain {
+                        lexical: hit(&lexical, item.ranks[0]),
+                        dense: hit(&dense, item.ranks[1]),
+                    }
+                });
+                to_result(record, (item.score - floor) / span, explain)
             })
             .collect();
         trace.step("budget");
@@ -549,7 +553,53 @@ fn side_effect_omissions(
     omitted.len() as u32
 }
 
-fn to_result(record: &ToolRecord, relevancy: f64) -> ToolResult {
+/// Fuses the merged lexical and dense candidates with the configured function. Returns the fused
+/// items (keys are tool names, `ranks` index the two lists) and the lowest score an item can get:
+/// relevancies are scaled from it (0) to the best item (1).
+fn fuse<'a>(
+    search: &SearchConfig,
+    lexical: &'a [Hit],
+    dense: &'a [Hit],
+) -> (Vec<FusedItem<&'a str>>, f64) {
+    match search.fusion {
+        Fusion::Rrf => {
+            let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.name.as_str()).collect();
+            let dense_keys: Vec<&str> = dense.iter().map(|h| h.name.as_str()).collect();
+            let lists = [
+                RankedList {
+                    weight: search.lexical_weight,
+                    keys: &lexical_keys[..],
+                },
+                RankedList {
+                    weight: search.dense_weight,
+                    keys: &dense_keys[..],
+                },
+            ];
+            (reciprocal_rank_fusion(&lists, search.rrf_k), 0.0)
+        }
+        Fusion::Score => {
+            let scored = |hits: &'a [Hit]| -> Vec<(&'a str, f64)> {
+                hits.iter()
+                    .map(|h| (h.name.as_str(), f64::from(h.score)))
+                    .collect()
+            };
+            let (lexical, dense) = (scored(lexical), scored(dense));
+            let lists = [
+                ScoredList {
+                    weight: search.lexical_weight,
+                    hits: &lexical[..],
+                },
+                ScoredList {
+                    weight: search.dense_weight,
+                    hits: &dense[..],
+                },
+            ];
+            (score_fusion(&lists), score_floor(&lists))
+        }
+    }
+}
+
+fn to_result(record: &ToolRecord, relevancy: f64, explain: Option<Explain>) -> ToolResult {
     let parameters = RawValue::from_string(record.parameters.clone())
         .unwrap_or_else(|_| RawValue::from_string("{}".to_string()).expect("valid JSON"));
     ToolResult {
@@ -569,6 +619,7 @@ fn to_result(record: &ToolRecord, relevancy: f64) -> ToolResult {
             },
         },
         tokens: record.tokens,
+        explain,
     }
 }
 

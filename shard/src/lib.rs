@@ -10,12 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentsearch_common::auth::Auth;
+use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
     ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
     ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
-use agentsearch_index::{FieldBoosts, ToolIndexes};
+use agentsearch_index::ToolIndexes;
 
 /// A shard in this process.
 pub struct LocalShard {
@@ -24,12 +25,13 @@ pub struct LocalShard {
 }
 
 impl LocalShard {
-    /// Opens (or initialises) the shard in `data_dir`: its id and every index under it.
-    pub fn open(data_dir: &Path) -> Result<Self> {
+    /// Opens (or initialises) the shard in `data_dir`: its id and every index under it, scoring
+    /// lexical queries with `lexical`.
+    pub fn open(data_dir: &Path, lexical: LexicalConfig) -> Result<Self> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("create {}: {e}", data_dir.display())))?;
         let id = shard_id(data_dir)?;
-        let indexes = ToolIndexes::open(data_dir, FieldBoosts::default())?;
+        let indexes = ToolIndexes::open(data_dir, lexical)?;
         let (count, tools) = indexes.counts();
         tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, "shard opened");
         Ok(Self {

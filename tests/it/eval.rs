@@ -17,6 +17,7 @@ async fn eval_table_on_a_tiny_dataset() {
         server: String::new(),
         embedded: true,
         max_queries: None,
+        dump: None,
         out: Some(out.clone()),
         token: None,
     };

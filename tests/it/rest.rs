@@ -233,9 +233,22 @@ async fn search_response_shape() {
     for label in ["placement", "embed", "fanout", "fuse", "budget"] {
         assert!(labels.contains(&label), "{labels:?}");
     }
-    // Without diagnostics there is no trace.
+    // Each result explains its place in each retriever: 1-based ranks, raw scores.
+    let explain = &tool["explain"];
+    assert!(
+        explain["lexical"]["rank"].as_u64().unwrap() >= 1,
+        "{explain}"
+    );
+    assert!(
+        explain["lexical"]["score"].as_f64().unwrap() > 0.0,
+        "{explain}"
+    );
+    let cosine = explain["dense"]["score"].as_f64().unwrap();
+    assert!((-1.0..=1.0).contains(&cosine), "{explain}");
+    // Without diagnostics there is no trace and no explanation.
     let (_, json) = post(&rest, SEARCH, r#"{"query": "close a solved ticket"}"#).await;
     assert!(json.get("trace").is_none());
+    assert!(json["tools"][0].get("explain").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

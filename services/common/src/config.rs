@@ -33,6 +33,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub embed: EmbedConfig,
     pub search: SearchConfig,
+    pub lexical: LexicalConfig,
     pub log: LogConfig,
 }
 
@@ -47,6 +48,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             embed: EmbedConfig::default(),
             search: SearchConfig::default(),
+            lexical: LexicalConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -111,6 +113,43 @@ impl Default for EmbedConfig {
     }
 }
 
+/// Fusion of the lexical and dense candidates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted mean of each retriever's scores standardised over its candidates.
+    Score,
+    /// Weighted reciprocal rank fusion.
+    Rrf,
+}
+
+/// Lexical (BM25F) scoring, applied by shards; every shard of a deployment must use the same.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LexicalConfig {
+    /// Weight of the name field (the tool's name and integration split into words).
+    pub name_weight: f32,
+    pub description_weight: f32,
+    /// Weight of the parameter names and descriptions.
+    pub params_weight: f32,
+    /// Term-frequency saturation.
+    pub k1: f32,
+    /// Length normalisation, 0 (none) to 1 (full).
+    pub b: f32,
+}
+
+impl Default for LexicalConfig {
+    fn default() -> Self {
+        Self {
+            name_weight: 2.0,
+            description_weight: 1.0,
+            params_weight: 1.0,
+            k1: 1.2,
+            b: 0.5,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SearchConfig {
@@ -118,6 +157,9 @@ pub struct SearchConfig {
     pub deadline_ms: u64,
     /// Candidates each retriever contributes to fusion.
     pub candidates: u32,
+    /// How the retrievers' candidates are fused: `score` (weighted mean of standardised scores)
+    /// or `rrf` (reciprocal rank fusion).
+    pub fusion: Fusion,
     /// The `k` of reciprocal rank fusion: `weight / (k + rank)`.
     pub rrf_k: f64,
     pub lexical_weight: f64,
@@ -131,9 +173,10 @@ impl Default for SearchConfig {
         Self {
             deadline_ms: 2_000,
             candidates: 50,
+            fusion: Fusion::Score,
             rrf_k: 60.0,
             lexical_weight: 1.0,
-            dense_weight: 1.0,
+            dense_weight: 1.5,
             default_top_k: 8,
         }
     }
@@ -237,6 +280,23 @@ impl Config {
                 "search.lexical_weight: at least one retriever weight must be > 0".to_string(),
             );
         }
+        let l = &self.lexical;
+        for (key, w) in [
+            ("lexical.name_weight", l.name_weight),
+            ("lexical.description_weight", l.description_weight),
+            ("lexical.params_weight", l.params_weight),
+            ("lexical.k1", l.k1),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                errors.push(format!("{key}: must be a finite number >= 0, got {w}"));
+            }
+        }
+        if l.name_weight + l.description_weight + l.params_weight <= 0.0 {
+            errors.push("lexical.name_weight: at least one field weight must be > 0".to_string());
+        }
+        if !(0.0..=1.0).contains(&l.b) {
+            errors.push(format!("lexical.b: must be between 0 and 1, got {}", l.b));
+        }
         if !(1..=1000).contains(&s.candidates) {
             errors.push(format!(
                 "search.candidates: must be between 1 and 1000, got {}",
@@ -317,6 +377,14 @@ mod tests {
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("search") && err.contains("rrf_kk"), "{err}");
 
+        std::fs::write(&path, "[search]\nfusion = \"max\"\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("search.fusion"), "{err}");
+
+        std::fs::write(&path, "[lexical]\nb = 1.5\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("lexical.b"), "{err}");
+
         std::fs::write(&path, "[search]\ncandidates = 0\n").unwrap();
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("search.candidates"), "{err}");
@@ -346,6 +414,12 @@ mod shipped {
                 assert_eq!(
                     config.search,
                     SearchConfig::default(),
+                    "{}: the example documents the defaults",
+                    path.display()
+                );
+                assert_eq!(
+                    config.lexical,
+                    LexicalConfig::default(),
                     "{}: the example documents the defaults",
                     path.display()
                 );

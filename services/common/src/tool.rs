@@ -279,37 +279,64 @@ impl ToolRecord {
         text
     }
 
-    /// The text the dense retriever embeds for this tool: integration and name words, the
-    /// description, then the parameter names.
-    pub fn embedding_text(&self) -> String {
+    /// The words of the tool's name, preceded by its integration's unless the name starts with
+    /// them (`slack` + `SLACK_POST_MESSAGE` -> `slack post message`; `github` + `create_issue`
+    /// -> `github create issue`): the name field of the lexical index.
+    pub fn name_text(&self) -> String {
         let name_words = identifier_pieces(&self.name).join(" ");
         let integration_words = identifier_pieces(&self.integration).join(" ");
-        let mut text = if name_words.starts_with(&integration_words) {
+        if name_words.starts_with(&integration_words) {
             name_words
         } else {
             format!("{integration_words} {name_words}")
-        };
+        }
+    }
+
+    /// The text the dense retriever embeds for this tool: integration and name words and the
+    /// description, then one line per required parameter (`name: description`), then the names of
+    /// the optional ones. A schema without a `required` list has every parameter on its own line.
+    /// Optional parameters (often dozens of formatting flags) are named only: their descriptions
+    /// would dilute a mean-pooled embedding of what the tool does, and the model reads at most 256
+    /// word pieces.
+    pub fn embedding_text(&self) -> String {
+        let mut text = self.name_text();
         if !self.description.is_empty() {
             text.push_str(": ");
             text.push_str(&self.description);
         }
-        let params = self.parameter_names();
-        if !params.is_empty() {
-            text.push_str(" Parameters: ");
-            text.push_str(&params.join(", "));
+        let Ok(serde_json::Value::Object(schema)) =
+            serde_json::from_str::<serde_json::Value>(&self.parameters)
+        else {
+            return text;
+        };
+        let Some(serde_json::Value::Object(props)) = schema.get("properties") else {
+            return text;
+        };
+        let required: Option<Vec<&str>> = schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect());
+        let mut optional = Vec::new();
+        for (name, prop) in props {
+            if required
+                .as_ref()
+                .is_some_and(|r| !r.contains(&name.as_str()))
+            {
+                optional.push(name.as_str());
+                continue;
+            }
+            text.push('\n');
+            text.push_str(name);
+            if let Some(desc) = prop.get("description").and_then(|d| d.as_str()) {
+                text.push_str(": ");
+                text.push_str(desc);
+            }
+        }
+        if !optional.is_empty() {
+            text.push_str("\nOptional: ");
+            text.push_str(&optional.join(", "));
         }
         text
-    }
-
-    fn parameter_names(&self) -> Vec<String> {
-        serde_json::from_str::<serde_json::Value>(&self.parameters)
-            .ok()
-            .and_then(|s| {
-                s.get("properties")
-                    .and_then(|p| p.as_object())
-                    .map(|p| p.keys().cloned().collect())
-            })
-            .unwrap_or_default()
     }
 }
 
@@ -419,6 +446,51 @@ mod tests {
                 "tools[2].integration",
                 "tools[2].parameters.type"
             ]
+        );
+    }
+
+    #[test]
+    fn name_and_embedding_texts() {
+        let record = |name: &str, parameters: serde_json::Value| {
+            ToolDefinition {
+                name: name.into(),
+                integration: "github".into(),
+                category: None,
+                side_effect: None,
+                description: "Opens an issue.".into(),
+                parameters: Some(parameters),
+            }
+            .to_record()
+        };
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "repo": {"type": "string", "description": "owner/name"},
+                "title": {"type": "string"},
+                "labels": {"type": "array", "description": "label names"},
+                "assignee": {"type": "string", "description": "login"}
+            },
+            "required": ["repo", "title"]
+        });
+        let r = record("create_issue", schema.clone());
+        assert_eq!(r.name_text(), "github create issue");
+        assert_eq!(
+            r.embedding_text(),
+            "github create issue: Opens an issue.\nrepo: owner/name\ntitle\nOptional: assignee, labels"
+        );
+        // The name already starts with the integration: no repetition.
+        assert_eq!(
+            record("GITHUB_CREATE_ISSUE", schema).name_text(),
+            "github create issue"
+        );
+        // No `required` list: every parameter on its own line.
+        let r = record(
+            "create_issue",
+            serde_json::json!({"type": "object", "properties": {"repo": {"description": "owner/name"}}}),
+        );
+        assert_eq!(
+            r.embedding_text(),
+            "github create issue: Opens an issue.\nrepo: owner/name"
         );
     }
 

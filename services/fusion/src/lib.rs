@@ -1,12 +1,14 @@
 //! Pure ranking logic of agentsearch: merging one retriever's ranked lists from several shards,
-//! reciprocal rank fusion across retrievers, token counting and budget packing. No index, no I/O:
+//! score-aware or reciprocal rank fusion across retrievers, token counting and budget packing. No index, no I/O:
 //! the router links this crate without linking tantivy or FAISS.
 
 pub mod budget;
 pub mod merge;
 pub mod rrf;
+pub mod score;
 pub mod tokens;
 
 pub use budget::{Packing, pack};
 pub use merge::merge_ranked;
 pub use rrf::{FusedItem, RankedList, reciprocal_rank_fusion};
+pub use score::{ScoredList, score_floor, score_fusion};

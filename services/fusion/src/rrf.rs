@@ -51,13 +51,18 @@ where
             }
         }
     }
+    sort_fused(&mut items);
+    items
+}
+
+/// Orders fused items by score descending, then best (smallest) rank in any list, then key.
+pub(crate) fn sort_fused<K: Ord>(items: &mut [FusedItem<K>]) {
     items.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then_with(|| best_rank(a).cmp(&best_rank(b)))
             .then_with(|| a.key.cmp(&b.key))
     });
-    items
 }
 
 fn best_rank<K>(item: &FusedItem<K>) -> usize {

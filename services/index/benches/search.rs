@@ -2,9 +2,10 @@
 //! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, plus the
 //! BM25 statistics pass the router runs before a multi-shard search.
 
+use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{IndexedTool, ShardSearchRequest, TermStatsRequest};
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use agentsearch_index::{FieldBoosts, ToolIndexes};
+use agentsearch_index::ToolIndexes;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
@@ -34,7 +35,7 @@ fn vector(seed: u64) -> Vec<f32> {
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     let integrations: Vec<String> = (0..100).map(|i| format!("app{i}")).collect();
     let mut seed = 0u64;
     // Five write batches per integration, as a catalog loaded in several calls produces.

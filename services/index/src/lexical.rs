@@ -1,68 +1,89 @@
-//! Lexical scoring: BM25 weights of a query's (field, term) pairs computed once from global
-//! statistics, and term-at-a-time scoring of one segment's postings with them.
+//! Lexical scoring: BM25F (Robertson, Zaragoza and Taylor, CIKM 2004) over the name,
+//! description and parameter fields, with weights of the query's terms computed once from global
+//! statistics and term-at-a-time scoring of one segment's postings.
 //!
-//! The scores equal tantivy's own BM25 (same [`Bm25Weight`], field boosts multiplied in, sums over
-//! clauses) for a boolean OR of boosted term queries; computing them directly avoids building a
-//! query, weights and scorers per index, which dominated the cost of searching hundreds of small
-//! per-integration indexes.
+//! For a query term `t` and a document `d`, each field `f` contributes a length-normalised, weighted
+//! frequency `w_f * tf_f / (1 - b + b * len_f / avglen_f)`; the sum over fields `x` is saturated
+//! once, `idf(t) * x * (k1 + 1) / (k1 + x)`, and the document's score is the sum over the query's
+//! terms. Saturating after summing means a term repeated in the name and the description counts
+//! more than once but less than twice, unlike a sum of per-field BM25 scores, which rewards the
+//! repetition fully. `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))` with `df` the largest of the
+//! term's per-field document frequencies (a lower bound of the number of documents holding it in
+//! any field; the statistics are kept per field).
 
+use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::TermStats;
+use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::Postings;
-use tantivy::query::Bm25Weight;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocSet, SegmentReader, TERMINATED, Term};
 
 use crate::error::Result;
 use crate::schema::{Fields, TEXT_FIELDS};
-use crate::tool_index::FieldBoosts;
 
-/// One (field, term) of a lexical query and its weight (idf and field boost included).
+/// One term of a lexical query: its idf and, per field in [`TEXT_FIELDS`] order, its weight over
+/// the field's average length (0 where no document of the collection holds it in that field).
 pub struct LexicalTerm {
-    pub field_no: usize,
     pub text: String,
-    pub weight: Bm25Weight,
+    pub idf: f32,
+    field_scale: [f32; 3],
 }
 
 /// A lexical query ready to score any index of the collection the statistics describe.
 #[derive(Default)]
 pub struct LexicalQuery {
-    /// Grouped by field, in [`TEXT_FIELDS`] order.
     terms: Vec<LexicalTerm>,
+    k1: f32,
+    b: f32,
+    /// Average field lengths, in [`TEXT_FIELDS`] order.
+    average: [f32; 3],
 }
 
 impl LexicalQuery {
     /// Weights for the analyzed `terms` from `stats` (summed over every searched index and shard).
-    /// Pairs that no document holds are left out.
-    pub fn new(terms: &[String], stats: &TermStats, boosts: &FieldBoosts) -> Self {
-        let mut query = LexicalQuery::default();
+    /// Terms that no document holds are left out.
+    pub fn new(terms: &[String], stats: &TermStats, params: &LexicalConfig) -> Self {
+        let mut query = LexicalQuery {
+            k1: params.k1.max(0.0),
+            b: params.b.clamp(0.0, 1.0),
+            ..LexicalQuery::default()
+        };
         if stats.total_docs == 0 {
             return query;
         }
-        let field_boosts = [boosts.name, boosts.description, boosts.params];
-        for (field_no, (field, boost)) in TEXT_FIELDS.iter().zip(field_boosts).enumerate() {
-            if boost <= 0.0 {
-                continue;
-            }
+        let n = stats.total_docs as f32;
+        for (i, field) in TEXT_FIELDS.iter().enumerate() {
             let tokens = stats.field_tokens.get(*field).copied().unwrap_or(0);
-            let average = (tokens as f32 / stats.total_docs as f32).max(1.0);
-            for term in terms {
-                let df = stats
+            query.average[i] = (tokens as f32 / n).max(1.0);
+        }
+        let weights = [
+            params.name_weight,
+            params.description_weight,
+            params.params_weight,
+        ];
+        for term in terms {
+            let mut df = 0u64;
+            let mut field_scale = [0.0f32; 3];
+            for (i, field) in TEXT_FIELDS.iter().enumerate() {
+                let field_df = stats
                     .doc_freqs
                     .get(&(field.to_string(), term.clone()))
                     .copied()
                     .unwrap_or(0);
-                if df == 0 {
-                    continue;
+                if field_df > 0 && weights[i] > 0.0 {
+                    df = df.max(field_df);
+                    field_scale[i] = weights[i];
                 }
-                let weight =
-                    Bm25Weight::for_one_term_without_explain(df, stats.total_docs.max(df), average)
-                        .boost_by(boost);
-                query.terms.push(LexicalTerm {
-                    field_no,
-                    text: term.clone(),
-                    weight,
-                });
             }
+            if df == 0 {
+                continue;
+            }
+            let df = (df as f32).min(n);
+            query.terms.push(LexicalTerm {
+                text: term.clone(),
+                idf: (1.0 + (n - df + 0.5) / (df + 0.5)).ln(),
+                field_scale,
+            });
         }
         query
     }
@@ -73,29 +94,37 @@ impl LexicalQuery {
 
     /// Scores every document of `segment` matching any term: `scores[doc]` (resized to the
     /// segment) holds the sum, `matched` the documents with a non-zero score, in first-match order.
+    /// `freqs` is scratch space.
     pub fn score_segment(
         &self,
         segment: &SegmentReader,
         fields: &Fields,
         scores: &mut Vec<f32>,
         matched: &mut Vec<u32>,
+        freqs: &mut Vec<f32>,
     ) -> Result<()> {
+        let max_doc = segment.max_doc() as usize;
         scores.clear();
-        scores.resize(segment.max_doc() as usize, 0.0);
+        scores.resize(max_doc, 0.0);
+        freqs.clear();
+        freqs.resize(max_doc, 0.0);
         matched.clear();
-        let mut start = 0;
-        while start < self.terms.len() {
-            let field_no = self.terms[start].field_no;
-            let end = self.terms[start..]
-                .iter()
-                .position(|t| t.field_no != field_no)
-                .map_or(self.terms.len(), |n| start + n);
-            let field = fields
-                .text_field(TEXT_FIELDS[field_no])
-                .expect("text field");
-            let inverted = segment.inverted_index(field)?;
-            let mut norms = None;
-            for term in &self.terms[start..end] {
+        let mut readers: [Option<(Field3, FieldNormReader)>; 3] = [None, None, None];
+        let mut touched: Vec<u32> = Vec::new();
+        for term in &self.terms {
+            touched.clear();
+            for (i, scale) in term.field_scale.iter().enumerate() {
+                if *scale == 0.0 {
+                    continue;
+                }
+                let field = fields.text_field(TEXT_FIELDS[i]).expect("text field");
+                let (inverted, norms) = match &mut readers[i] {
+                    Some(r) => r,
+                    None => readers[i].insert((
+                        segment.inverted_index(field)?,
+                        segment.get_fieldnorms_reader(field)?,
+                    )),
+                };
                 let Some(mut postings) = inverted.read_postings(
                     &Term::from_field_text(field, &term.text),
                     IndexRecordOption::WithFreqs,
@@ -103,24 +132,30 @@ impl LexicalQuery {
                 else {
                     continue;
                 };
-                let norms = match &mut norms {
-                    Some(n) => n,
-                    None => norms.insert(segment.get_fieldnorms_reader(field)?),
-                };
+                let average = self.average[i];
                 let mut doc = postings.doc();
                 while doc != TERMINATED {
-                    let slot = &mut scores[doc as usize];
+                    let length = norms.fieldnorm(doc) as f32;
+                    let norm = 1.0 - self.b + self.b * length / average;
+                    let slot = &mut freqs[doc as usize];
                     if *slot == 0.0 {
-                        matched.push(doc);
+                        touched.push(doc);
                     }
-                    *slot += term
-                        .weight
-                        .score(norms.fieldnorm_id(doc), postings.term_freq());
+                    *slot += scale * postings.term_freq() as f32 / norm;
                     doc = postings.advance();
                 }
             }
-            start = end;
+            for &doc in &touched {
+                let x = std::mem::take(&mut freqs[doc as usize]);
+                let slot = &mut scores[doc as usize];
+                if *slot == 0.0 {
+                    matched.push(doc);
+                }
+                *slot += term.idf * x * (self.k1 + 1.0) / (self.k1 + x);
+            }
         }
         Ok(())
     }
 }
+
+type Field3 = std::sync::Arc<tantivy::InvertedIndexReader>;

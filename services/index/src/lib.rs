@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
     Hit, IndexedTool, PartFailure, ShardSearchRequest, ShardSearchResponse, ShardTimings,
     TermStats, TermStatsRequest, hit_order,
@@ -26,20 +27,20 @@ use parking_lot::RwLock;
 
 pub use error::{IndexError, Result};
 pub use lexical::LexicalQuery;
-pub use tool_index::{FieldBoosts, IntegrationIndex, Scored, ToolFilter};
+pub use tool_index::{IntegrationIndex, Scored, ToolFilter};
 
 type Key = (String, String);
 
 /// Every tool index of a shard, keyed by (project, integration).
 pub struct ToolIndexes {
     root: PathBuf,
-    boosts: FieldBoosts,
+    lexical: LexicalConfig,
     indexes: RwLock<HashMap<Key, Arc<IntegrationIndex>>>,
 }
 
 impl ToolIndexes {
     /// Opens every index under `root/tools/<project>/<integration>`.
-    pub fn open(root: &Path, boosts: FieldBoosts) -> Result<Self> {
+    pub fn open(root: &Path, lexical: LexicalConfig) -> Result<Self> {
         let tools_dir = root.join("tools");
         fs::create_dir_all(&tools_dir)?;
         let mut indexes = HashMap::new();
@@ -61,7 +62,7 @@ impl ToolIndexes {
         }
         Ok(Self {
             root: root.to_path_buf(),
-            boosts,
+            lexical,
             indexes: RwLock::new(indexes),
         })
     }
@@ -180,7 +181,7 @@ impl ToolIndexes {
                     &own
                 }
             };
-            LexicalQuery::new(&terms, stats, &self.boosts)
+            LexicalQuery::new(&terms, stats, &self.lexical)
         };
         // Many indexes: split them over the cores (queries of one client then use the machine).
         let started = Instant::now();

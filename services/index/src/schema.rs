@@ -6,7 +6,7 @@ use tantivy::schema::{
 
 use crate::analyzer::ANALYZER;
 
-/// Full-text fields searched by the lexical retriever, with their default query-time boosts.
+/// Full-text fields searched by the lexical retriever.
 pub const TEXT_FIELDS: [&str; 3] = ["name", "description", "params"];
 
 #[derive(Clone, Copy, Debug)]

@@ -42,24 +42,6 @@ const MERGE_INTO_ONE_BELOW: u64 = 20_000;
 /// Memory of the one-thread tantivy writer (tantivy's minimum is 15 MB).
 const WRITER_MEMORY: usize = 15_000_000;
 
-/// Query-time weights of the lexical fields.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FieldBoosts {
-    pub name: f32,
-    pub description: f32,
-    pub params: f32,
-}
-
-impl Default for FieldBoosts {
-    fn default() -> Self {
-        Self {
-            name: 2.0,
-            description: 1.0,
-            params: 0.5,
-        }
-    }
-}
-
 /// Which tools a search may return, and which it reports as excluded by the side-effect ceiling.
 #[derive(Clone, Debug, Default)]
 pub struct ToolFilter {
@@ -283,7 +265,7 @@ impl IntegrationIndex {
             let record = &tool.record;
             writer.delete_term(Term::from_field_text(self.fields.name_exact, &record.name));
             writer.add_document(doc!(
-                self.fields.name => record.name.as_str(),
+                self.fields.name => record.name_text(),
                 self.fields.description => record.description.as_str(),
                 self.fields.params => record.parameter_text(),
                 self.fields.name_exact => record.name.as_str(),
@@ -419,8 +401,9 @@ impl IntegrationIndex {
         let searcher = &state.searcher;
         let mut scores: Vec<f32> = Vec::new();
         let mut matched: Vec<u32> = Vec::new();
+        let mut freqs: Vec<f32> = Vec::new();
         for (segment, ids) in searcher.segment_readers().iter().zip(&state.id_columns) {
-            query.score_segment(segment, &self.fields, &mut scores, &mut matched)?;
+            query.score_segment(segment, &self.fields, &mut scores, &mut matched, &mut freqs)?;
             if matched.is_empty() {
                 continue;
             }

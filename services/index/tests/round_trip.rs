@@ -4,9 +4,10 @@
 
 use std::collections::HashSet;
 
+use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{IndexedTool, ShardSearchRequest, TermStatsRequest};
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use agentsearch_index::{FieldBoosts, ToolIndexes};
+use agentsearch_index::ToolIndexes;
 
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
 
@@ -63,7 +64,7 @@ fn search(
 fn write_reopen_search() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+        let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
         let slack = indexes.get_or_create(PROJECT, "slack").unwrap();
         slack
             .upsert(vec![
@@ -119,7 +120,7 @@ fn write_reopen_search() {
         );
         assert_eq!(slack.generation(), 3);
     }
-    let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     assert_eq!(indexes.counts(), (2, 3));
     assert_eq!(indexes.get(PROJECT, "slack").unwrap().generation(), 3);
 
@@ -192,7 +193,7 @@ fn write_reopen_search() {
 fn torn_vector_write_is_repaired_on_open() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+        let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
         let slack = indexes.get_or_create(PROJECT, "slack").unwrap();
         slack
             .upsert(vec![tool(
@@ -208,7 +209,7 @@ fn torn_vector_write_is_repaired_on_open() {
     let stale_faiss = std::fs::read(index_dir.join("vectors.faiss")).unwrap();
     let stale_meta = std::fs::read(index_dir.join("vectors.json")).unwrap();
     {
-        let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+        let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
         let slack = indexes.get(PROJECT, "slack").unwrap();
         slack
             .upsert(vec![tool(
@@ -223,7 +224,7 @@ fn torn_vector_write_is_repaired_on_open() {
     // Simulate a crash after the lexical commit and before the vector file was replaced.
     std::fs::write(index_dir.join("vectors.faiss"), stale_faiss).unwrap();
     std::fs::write(index_dir.join("vectors.json"), stale_meta).unwrap();
-    let indexes = ToolIndexes::open(dir.path(), FieldBoosts::default()).unwrap();
+    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     let (_, dense) = search(&indexes, "channels", 1, None);
     assert_eq!(dense, ["SLACK_LIST_CHANNELS", "SLACK_POST_MESSAGE"]);
 }
@@ -263,13 +264,13 @@ fn global_statistics_make_scores_independent_of_partitioning() {
             3,
         ),
     ];
-    let single = ToolIndexes::open(one.path(), FieldBoosts::default()).unwrap();
-    let split = ToolIndexes::open(two.path(), FieldBoosts::default()).unwrap();
+    let single = ToolIndexes::open(one.path(), LexicalConfig::default()).unwrap();
+    let split = ToolIndexes::open(two.path(), LexicalConfig::default()).unwrap();
     for t in &tools {
         let mut renamed = t.clone();
-        renamed.record.integration = "all".into();
+        renamed.record.integration = "combined".into();
         single
-            .get_or_create(PROJECT, "all")
+            .get_or_create(PROJECT, "combined")
             .unwrap()
             .upsert(vec![renamed])
             .unwrap();
@@ -283,7 +284,7 @@ fn global_statistics_make_scores_independent_of_partitioning() {
     let stats_single = single
         .term_stats(&TermStatsRequest {
             project_id: PROJECT.into(),
-            integrations: vec!["all".into()],
+            integrations: vec!["combined".into()],
             query: query.into(),
         })
         .unwrap();
@@ -313,11 +314,62 @@ fn global_statistics_make_scores_independent_of_partitioning() {
             .map(|h| (h.name, h.score))
             .collect::<Vec<_>>()
     };
-    let a = run(&single, vec!["all".into()]);
+    let a = run(&single, vec!["combined".into()]);
     let b = run(&split, vec!["slack".into(), "hubspot".into()]);
     assert_eq!(a.len(), 3);
     for ((na, sa), (nb, sb)) in a.iter().zip(&b) {
         assert_eq!(na, nb);
         assert!((sa - sb).abs() < 1e-5, "{na}: {sa} vs {sb}");
     }
+}
+
+#[test]
+fn bm25f_saturates_a_term_once_over_all_fields() {
+    // b = 0: no length normalisation, so the expected score is easy to write down.
+    let dir = tempfile::tempdir().unwrap();
+    let lexical = LexicalConfig {
+        b: 0.0,
+        ..LexicalConfig::default()
+    };
+    let indexes = ToolIndexes::open(dir.path(), lexical).unwrap();
+    let index = indexes.get_or_create(PROJECT, "alpha").unwrap();
+    index
+        .upsert(vec![
+            tool(
+                "ALPHA_FORECAST",
+                "alpha",
+                SideEffect::Read,
+                "forecast forecast",
+                0,
+            ),
+            tool(
+                "ALPHA_OTHER",
+                "alpha",
+                SideEffect::Read,
+                "something else",
+                1,
+            ),
+        ])
+        .unwrap();
+    let response = indexes.search(&ShardSearchRequest {
+        project_id: PROJECT.into(),
+        integrations: vec!["alpha".into()],
+        query: "forecasts".into(),
+        vector: None,
+        categories: vec![],
+        max_side_effect: None,
+        limit: 10,
+        lexical: true,
+        stats: None,
+    });
+    assert_eq!(response.lexical.len(), 1);
+    // Weighted frequency: name 2.0 x 1 + description 1.0 x 2 = 4, saturated once with k1 = 1.2;
+    // idf with N = 2, df = 1: ln(1 + 1.5 / 1.5) = ln 2.
+    let x = 2.0f32 * 1.0 + 1.0 * 2.0;
+    let expected = 2f32.ln() * x * 2.2 / (1.2 + x);
+    let got = response.lexical[0].score;
+    assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+    // A sum of per-field BM25 scores would give more: the repetition across fields is saturated.
+    let per_field = 2f32.ln() * (2.0 * 2.2 / 2.2 + 2.0 * 2.2 / 3.2);
+    assert!(got < per_field);
 }
