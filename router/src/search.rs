@@ -14,8 +14,7 @@ use agentsearch_common::tool::ToolRecord;
 use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::{
-    FusedItem, RankedList, ScoredList, merge_ranked, pack, reciprocal_rank_fusion, score_floor,
-    score_fusion,
+    FusedItem, RankedList, ScoredList, merge_ranked, pack, reciprocal_rank_fusion, score_fusion,
 };
 use futures::future::join_all;
 use serde_json::value::RawValue;
@@ -594,7 +593,8 @@ fn fuse<'a>(
                     hits: &dense[..],
                 },
             ];
-            (score_fusion(&lists), score_floor(&lists))
+            let fused = score_fusion(&lists);
+            (fused.items, fused.floor)
         }
     }
 }

@@ -257,24 +257,34 @@ impl ToolRecord {
         )
     }
 
-    /// Top-level parameter names and descriptions, as text for the lexical index.
-    pub fn parameter_text(&self) -> String {
+    /// Top-level parameters in schema order: name, description, and whether the schema lists it as
+    /// required (`None` when the schema has no `required` list).
+    fn parameter_list(&self) -> Vec<(String, Option<String>, Option<bool>)> {
         let Ok(serde_json::Value::Object(schema)) =
             serde_json::from_str::<serde_json::Value>(&self.parameters)
         else {
-            return String::new();
+            return Vec::new();
         };
         let Some(serde_json::Value::Object(props)) = schema.get("properties") else {
-            return String::new();
+            return Vec::new();
         };
+        let required = schema.get("required").and_then(|r| r.as_array());
+        props
+            .iter()
+            .map(|(name, prop)| {
+                let description = prop.get("description").and_then(|d| d.as_str());
+                let is_required = required.map(|r| r.iter().any(|v| v.as_str() == Some(name)));
+                (name.clone(), description.map(str::to_string), is_required)
+            })
+            .collect()
+    }
+
+    /// Top-level parameter names and descriptions (`name: description` lines), as text for the
+    /// lexical index.
+    pub fn parameter_text(&self) -> String {
         let mut text = String::new();
-        for (name, prop) in props {
-            text.push_str(name);
-            if let Some(desc) = prop.get("description").and_then(|d| d.as_str()) {
-                text.push_str(": ");
-                text.push_str(desc);
-            }
-            text.push('\n');
+        for (name, description, _) in self.parameter_list() {
+            push_parameter_line(&mut text, &name, description.as_deref());
         }
         text
     }
@@ -304,33 +314,18 @@ impl ToolRecord {
             text.push_str(": ");
             text.push_str(&self.description);
         }
-        let Ok(serde_json::Value::Object(schema)) =
-            serde_json::from_str::<serde_json::Value>(&self.parameters)
-        else {
-            return text;
-        };
-        let Some(serde_json::Value::Object(props)) = schema.get("properties") else {
-            return text;
-        };
-        let required: Option<Vec<&str>> = schema
-            .get("required")
-            .and_then(|r| r.as_array())
-            .map(|r| r.iter().filter_map(|v| v.as_str()).collect());
+        let mut lines = String::new();
         let mut optional = Vec::new();
-        for (name, prop) in props {
-            if required
-                .as_ref()
-                .is_some_and(|r| !r.contains(&name.as_str()))
-            {
-                optional.push(name.as_str());
-                continue;
+        for (name, description, required) in self.parameter_list() {
+            if required == Some(false) {
+                optional.push(name);
+            } else {
+                push_parameter_line(&mut lines, &name, description.as_deref());
             }
+        }
+        if !lines.is_empty() {
             text.push('\n');
-            text.push_str(name);
-            if let Some(desc) = prop.get("description").and_then(|d| d.as_str()) {
-                text.push_str(": ");
-                text.push_str(desc);
-            }
+            text.push_str(lines.trim_end());
         }
         if !optional.is_empty() {
             text.push_str("\nOptional: ");
@@ -338,6 +333,16 @@ impl ToolRecord {
         }
         text
     }
+}
+
+/// Appends `name: description` (or `name`) and a newline.
+fn push_parameter_line(text: &mut String, name: &str, description: Option<&str>) {
+    text.push_str(name);
+    if let Some(description) = description {
+        text.push_str(": ");
+        text.push_str(description);
+    }
+    text.push('\n');
 }
 
 /// Splits an identifier or free text into lowercase alphanumeric pieces: on every character that is

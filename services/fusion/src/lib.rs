@@ -11,4 +11,4 @@ pub mod tokens;
 pub use budget::{Packing, pack};
 pub use merge::merge_ranked;
 pub use rrf::{FusedItem, RankedList, reciprocal_rank_fusion};
-pub use score::{ScoredList, score_floor, score_fusion};
+pub use score::{ScoreFusion, ScoredList, score_fusion};

@@ -28,40 +28,50 @@ pub struct ScoredList<'a, K> {
     pub hits: &'a [(K, f64)],
 }
 
-/// Standardised scores of one list, keyed by position; a repeated key keeps its first position.
-fn standardise(scores: &[f64]) -> (Vec<f64>, f64) {
-    let n = scores.len() as f64;
-    let mean = scores.iter().sum::<f64>() / n;
-    let var = scores.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / n;
+/// Fused items, best first, and the lowest fused score any item can get (every list's floor):
+/// relevancies are scaled between it and the best item's score.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoreFusion<K> {
+    pub items: Vec<FusedItem<K>>,
+    pub floor: f64,
+}
+
+/// Standardised scores of one list, by position, and their minimum.
+fn standardise(hits: &[(impl Sized, f64)]) -> (Vec<f64>, f64) {
+    let n = hits.len() as f64;
+    let mean = hits.iter().map(|(_, s)| s).sum::<f64>() / n;
+    let var = hits
+        .iter()
+        .map(|(_, s)| (s - mean) * (s - mean))
+        .sum::<f64>()
+        / n;
     let sd = var.sqrt();
     let sd = if sd.is_finite() && sd > 1e-12 {
         sd
     } else {
         1.0
     };
-    let z: Vec<f64> = scores.iter().map(|s| (s - mean) / sd).collect();
+    let z: Vec<f64> = hits.iter().map(|(_, s)| (s - mean) / sd).collect();
     let floor = z.iter().copied().fold(f64::INFINITY, f64::min);
     (z, floor)
 }
 
 /// Fuses scored lists. Lists with no hits or a weight of 0 take no part. `FusedItem::ranks` are
-/// 1-based positions in each input list.
-pub fn score_fusion<K>(lists: &[ScoredList<'_, K>]) -> Vec<FusedItem<K>>
+/// 1-based positions in each input list; a key repeated inside a list counts at its first position.
+pub fn score_fusion<K>(lists: &[ScoredList<'_, K>]) -> ScoreFusion<K>
 where
     K: Clone + Eq + Hash + Ord,
 {
     let mut items: Vec<FusedItem<K>> = Vec::new();
     let mut index: HashMap<&K, usize> = HashMap::new();
-    // Per list: the z of each item position in `items` (None = absent) and the list's floor.
-    let mut per_list: Vec<(f64, f64, HashMap<usize, f64>)> = Vec::new();
+    // Per taking part list: its number, weight, standardised scores by position and floor.
+    let mut standardised = Vec::new();
     for (list_no, list) in lists.iter().enumerate() {
         if list.hits.is_empty() || list.weight <= 0.0 {
-            per_list.push((0.0, 0.0, HashMap::new()));
             continue;
         }
-        let scores: Vec<f64> = list.hits.iter().map(|(_, s)| *s).collect();
-        let (z, floor) = standardise(&scores);
-        let mut zs = HashMap::with_capacity(list.hits.len());
+        let (z, floor) = standardise(list.hits);
+        standardised.push((list_no, list.weight, z, floor));
         for (pos, (key, _)) in list.hits.iter().enumerate() {
             let slot = *index.entry(key).or_insert_with(|| {
                 items.push(FusedItem {
@@ -71,42 +81,28 @@ where
                 });
                 items.len() - 1
             });
-            if items[slot].ranks[list_no].is_none() {
-                items[slot].ranks[list_no] = Some(pos + 1);
-                zs.insert(slot, z[pos]);
-            }
+            items[slot].ranks[list_no].get_or_insert(pos + 1);
         }
-        per_list.push((list.weight, floor, zs));
     }
-    let total: f64 = per_list.iter().map(|(w, _, _)| w).sum();
-    if total > 0.0 {
-        for (slot, item) in items.iter_mut().enumerate() {
-            item.score = per_list
-                .iter()
-                .filter(|(w, _, _)| *w > 0.0)
-                .map(|(w, floor, zs)| w * zs.get(&slot).copied().unwrap_or(*floor))
-                .sum::<f64>()
-                / total;
-        }
+    let total: f64 = standardised.iter().map(|(_, w, _, _)| w).sum();
+    let mean = |z_of: &dyn Fn(usize, &[f64], f64) -> f64| {
+        standardised
+            .iter()
+            .map(|(list_no, w, z, floor)| w * z_of(*list_no, z, *floor))
+            .sum::<f64>()
+            / total
+    };
+    if total <= 0.0 {
+        return ScoreFusion { items, floor: 0.0 };
+    }
+    for item in &mut items {
+        item.score = mean(&|list_no, z, floor| item.ranks[list_no].map_or(floor, |r| z[r - 1]));
     }
     sort_fused(&mut items);
-    items
-}
-
-/// The lowest fused score any item can get: every list's floor. Relevancies are scaled between it
-/// and the best fused score.
-pub fn score_floor<K>(lists: &[ScoredList<'_, K>]) -> f64 {
-    let mut weighted = 0.0;
-    let mut total = 0.0;
-    for list in lists {
-        if list.hits.is_empty() || list.weight <= 0.0 {
-            continue;
-        }
-        let scores: Vec<f64> = list.hits.iter().map(|(_, s)| *s).collect();
-        weighted += list.weight * standardise(&scores).1;
-        total += list.weight;
+    ScoreFusion {
+        items,
+        floor: mean(&|_, _, floor| floor),
     }
-    if total > 0.0 { weighted / total } else { 0.0 }
 }
 
 #[cfg(test)]
@@ -123,6 +119,7 @@ mod tests {
             })
             .collect();
         score_fusion(&lists)
+            .items
             .into_iter()
             .map(|f| (f.key.to_string(), f.score))
             .collect()
@@ -193,10 +190,11 @@ mod tests {
                 hits: &b[..],
             },
         ];
-        let floor = score_floor(&lists);
-        for item in score_fusion(&lists) {
-            assert!(item.score >= floor - 1e-12);
-        }
+        let fused = score_fusion(&lists);
+        assert!(fused.items.iter().all(|i| i.score >= fused.floor - 1e-12));
+        // Weighted floors: (1 x -1 + 2 x -1.2247) / 3.
+        let z = 0.4 / (0.32f64 / 3.0).sqrt();
+        assert!((fused.floor - (-1.0 - 2.0 * z) / 3.0).abs() < 1e-12);
     }
 
     /// Two lists of distinct keys with scores, best first: a BM25-like one and a cosine-like one.
@@ -220,7 +218,7 @@ mod tests {
         #[test]
         fn fused_set_is_the_union_and_scores_are_sorted((a, b) in two_lists(0), wa in 0.1f64..3.0) {
             let lists = [ScoredList { weight: wa, hits: &a[..] }, ScoredList { weight: 1.0, hits: &b[..] }];
-            let fused = score_fusion(&lists);
+            let ScoreFusion { items: fused, floor } = score_fusion(&lists);
             let mut union: Vec<u8> = a.iter().chain(b.iter()).map(|h| h.0).collect();
             union.sort();
             union.dedup();
@@ -230,7 +228,6 @@ mod tests {
             for w in fused.windows(2) {
                 prop_assert!(w[0].score >= w[1].score);
             }
-            let floor = score_floor(&lists);
             for f in &fused {
                 prop_assert!(f.score >= floor - 1e-9);
             }
@@ -239,7 +236,7 @@ mod tests {
         #[test]
         fn an_item_ahead_in_every_list_is_ahead_when_fused((a, b) in two_lists(2)) {
             let lists = [ScoredList { weight: 1.0, hits: &a[..] }, ScoredList { weight: 1.5, hits: &b[..] }];
-            let fused = score_fusion(&lists);
+            let fused = score_fusion(&lists).items;
             let score_in = |hits: &[(u8, f64)], key: u8| {
                 hits.iter().find(|h| h.0 == key).map(|h| h.1)
             };
@@ -264,8 +261,8 @@ mod tests {
         fn fusion_does_not_depend_on_list_order((a, b) in two_lists(0)) {
             let ab = [ScoredList { weight: 1.0, hits: &a[..] }, ScoredList { weight: 2.0, hits: &b[..] }];
             let ba = [ScoredList { weight: 2.0, hits: &b[..] }, ScoredList { weight: 1.0, hits: &a[..] }];
-            let x: Vec<u8> = score_fusion(&ab).into_iter().map(|f| f.key).collect();
-            let y: Vec<u8> = score_fusion(&ba).into_iter().map(|f| f.key).collect();
+            let x: Vec<u8> = score_fusion(&ab).items.into_iter().map(|f| f.key).collect();
+            let y: Vec<u8> = score_fusion(&ba).items.into_iter().map(|f| f.key).collect();
             prop_assert_eq!(x, y);
         }
     }

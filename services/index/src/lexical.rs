@@ -11,8 +11,11 @@
 //! term's per-field document frequencies (a lower bound of the number of documents holding it in
 //! any field; the statistics are kept per field).
 
+use std::sync::Arc;
+
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::TermStats;
+use tantivy::InvertedIndexReader;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::Postings;
 use tantivy::schema::IndexRecordOption;
@@ -109,7 +112,8 @@ impl LexicalQuery {
         freqs.clear();
         freqs.resize(max_doc, 0.0);
         matched.clear();
-        let mut readers: [Option<(Field3, FieldNormReader)>; 3] = [None, None, None];
+        let mut readers: [Option<(Arc<InvertedIndexReader>, FieldNormReader)>; 3] =
+            [None, None, None];
         let mut touched: Vec<u32> = Vec::new();
         for term in &self.terms {
             touched.clear();
@@ -157,5 +161,3 @@ impl LexicalQuery {
         Ok(())
     }
 }
-
-type Field3 = std::sync::Arc<tantivy::InvertedIndexReader>;
