@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_protos(
             &[
                 "agentsearch/v1/tools.proto",
+                "agentsearch/v1/context.proto",
                 "agentsearch/shard/v1/shard.proto",
             ],
             &["."],

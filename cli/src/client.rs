@@ -26,7 +26,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    async fn channel(&self) -> anyhow::Result<Channel> {
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
         let url = if self.server.contains("://") {
             self.server.clone()
         } else {
@@ -43,7 +43,7 @@ impl Connection {
             })
     }
 
-    fn request<T>(&self, message: T) -> anyhow::Result<tonic::Request<T>> {
+    pub fn request<T>(&self, message: T) -> anyhow::Result<tonic::Request<T>> {
         let mut request = tonic::Request::new(message);
         if let Some(token) = &self.token {
             request.metadata_mut().insert(

@@ -1,9 +1,13 @@
-//! The demo catalog (written for this project, `demo/catalog.jsonl`), compiled into the binary and
-//! loaded into the demo project on the first start of `serve`.
+//! The demo data (written for this project): the tool catalog (`demo/catalog.jsonl`) and the
+//! content set of context search (`demo/documents.jsonl`, `demo/groups.jsonl`), compiled into the
+//! binary and loaded into the demo project when `serve` starts.
 
 use agentsearch_common::ids::DEMO_PROJECT_ID;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::Router;
+use agentsearch_router::context_api::{
+    CreateSync, RawGroup, RawPutGroups, RawRecord, RawUpsertRecords,
+};
 use anyhow::Context;
 
 /// The demo catalog, one tool per line.
@@ -59,6 +63,122 @@ pub async fn load(router: &Router) -> anyhow::Result<()> {
         );
     } else {
         tracing::info!(tools = total, "demo catalog up to date");
+    }
+    Ok(())
+}
+
+/// The demo content set (`demo/documents.jsonl`): documents of a fictional company in two sources,
+/// with varied ACLs.
+pub const DOCUMENTS: &str = include_str!("../../demo/documents.jsonl");
+/// Group memberships of the demo content (`demo/groups.jsonl`).
+pub const GROUPS: &str = include_str!("../../demo/groups.jsonl");
+
+/// The demo syncs: fixed ids so a restart finds them again.
+pub const DEMO_SYNCS: [(&str, &str); 2] = [
+    ("googledrive", "5ea5c0de-0000-4000-8000-00000000d001"),
+    ("confluence", "5ea5c0de-0000-4000-8000-00000000d002"),
+];
+
+/// Who connected the demo sources.
+const DEMO_OWNER: &str = "dave@example.com";
+
+/// Parses the demo documents into `(source, record)` pairs; errors name the line and field.
+pub fn parse_documents(text: &str) -> anyhow::Result<Vec<(String, RawRecord)>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut value: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("line {}", i + 1))?;
+        let source = value
+            .as_object_mut()
+            .and_then(|o| o.remove("source"))
+            .and_then(|s| s.as_str().map(str::to_string))
+            .with_context(|| format!("line {}: source is required", i + 1))?;
+        let record: RawRecord = serde_json::from_value(value)
+            .with_context(|| format!("line {}: not a record", i + 1))?;
+        out.push((source, record));
+    }
+    Ok(out)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoGroup {
+    source: String,
+    group: String,
+    members: Vec<String>,
+}
+
+/// Creates the demo syncs and loads the demo documents and groups into the demo project.
+/// Idempotent: unchanged documents are skipped without embedding.
+pub async fn load_documents(router: &Router) -> anyhow::Result<()> {
+    let documents = parse_documents(DOCUMENTS).context("demo documents")?;
+    let started = std::time::Instant::now();
+    let mut written = 0;
+    for (source, sync_id) in DEMO_SYNCS {
+        router
+            .create_sync(CreateSync {
+                project_id: DEMO_PROJECT_ID.to_string(),
+                id: sync_id.to_string(),
+                source: source.to_string(),
+                owner: DEMO_OWNER.to_string(),
+            })
+            .await?;
+        let mut groups = Vec::new();
+        for (i, line) in GROUPS.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let group: DemoGroup = serde_json::from_str(line)
+                .with_context(|| format!("demo groups, line {}", i + 1))?;
+            if group.source == source {
+                groups.push(RawGroup {
+                    id: group.group,
+                    members: group.members,
+                });
+            }
+        }
+        router
+            .put_groups(DEMO_PROJECT_ID, sync_id, RawPutGroups { groups })
+            .await?;
+        let records: Vec<RawRecord> = documents
+            .iter()
+            .filter(|(s, _)| s == source)
+            .map(|(_, r)| r.clone())
+            .collect();
+        for batch in records.chunks(16) {
+            let outcome = router
+                .upsert_records(
+                    DEMO_PROJECT_ID,
+                    sync_id,
+                    RawUpsertRecords {
+                        records: batch.to_vec(),
+                        embedding: None,
+                    },
+                    "demo-load",
+                )
+                .await?;
+            written += outcome.upserted as usize;
+            if outcome.upserted > 0 {
+                tracing::info!(
+                    source,
+                    upserted = outcome.upserted,
+                    "loading the demo documents"
+                );
+            }
+        }
+    }
+    if written > 0 {
+        tracing::info!(
+            documents = documents.len(),
+            written,
+            secs = started.elapsed().as_secs_f64(),
+            "demo documents loaded"
+        );
+    } else {
+        tracing::info!(documents = documents.len(), "demo documents up to date");
     }
     Ok(())
 }

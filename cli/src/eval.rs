@@ -11,6 +11,8 @@ use agentsearch_common::tool::identifier_pieces;
 use agentsearch_eval::beir::{Dataset, Doc};
 use agentsearch_eval::metrics::{self, Summary};
 use agentsearch_proto::v1 as pb;
+use agentsearch_proto::v1::context_search_client::ContextSearchClient;
+use agentsearch_proto::v1::context_sync_client::ContextSyncClient;
 use agentsearch_proto::v1::tool_catalog_client::ToolCatalogClient;
 use agentsearch_proto::v1::tool_search_client::ToolSearchClient;
 use agentsearch_router::auth::Auth;
@@ -26,7 +28,8 @@ pub struct EvalArgs {
     pub dataset: PathBuf,
     #[arg(long, default_value = "test")]
     pub split: String,
-    /// tools (the corpus is a tool catalog) or passages (needs context search).
+    /// tools (the corpus is a tool catalog) or passages (documents ingested as records of one
+    /// sync and searched with context search; a ranking is the top 10 records).
     #[arg(long, default_value = "tools")]
     pub kind: String,
     /// Retrieval modes to score, comma separated: lexical, dense, hybrid (the production ranking).
@@ -53,16 +56,24 @@ pub struct EvalArgs {
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Load into and search this project (a UUID) instead of a fresh one. With `--server`, a
+    /// second run finds the corpus already ingested (unchanged documents are skipped without
+    /// embedding), so ranking settings can be compared by restarting only the server.
+    #[arg(long)]
+    pub project: Option<String>,
 }
 
 const MODES: [&str; 3] = ["lexical", "dense", "hybrid"];
 
 pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.kind == "tools",
-        "--kind {} is not supported yet: passage datasets need context search (ingest of synced records), \
-         which this version does not have; use --kind tools",
+        args.kind == "tools" || args.kind == "passages",
+        "--kind {}: expected tools or passages",
         args.kind
+    );
+    anyhow::ensure!(
+        args.kind == "tools" || args.dump.is_none(),
+        "--dump is available with --kind tools only"
     );
     for mode in &args.modes {
         anyhow::ensure!(
@@ -77,11 +88,16 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         "the split `{}` has no judged queries",
         args.split
     );
-    let (tools, doc_of) = catalog(&dataset.corpus);
+    let passages = args.kind == "passages";
+    let (tools, doc_of) = if passages {
+        (Vec::new(), HashMap::new())
+    } else {
+        catalog(&dataset.corpus)
+    };
     eprintln!(
         "{}: {} documents, {} queries ({} split){}",
         dataset.name,
-        tools.len(),
+        dataset.corpus.len(),
         queries.len(),
         args.split,
         if queries.len() < dataset.queries.len() {
@@ -126,9 +142,19 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("connecting to {addr}"))?;
 
-    let project = uuid::Uuid::new_v4().hyphenated().to_string();
+    let project = match &args.project {
+        Some(p) => uuid::Uuid::try_parse(p)
+            .with_context(|| format!("--project: `{p}` is not a UUID"))?
+            .hyphenated()
+            .to_string(),
+        None => uuid::Uuid::new_v4().hyphenated().to_string(),
+    };
     let started = Instant::now();
-    ingest(&args, channel.clone(), &project, tools).await?;
+    if passages {
+        ingest_passages(&args, channel.clone(), &project, &dataset.corpus).await?;
+    } else {
+        ingest(&args, channel.clone(), &project, tools).await?;
+    }
     eprintln!(
         "ingested in {:.1} s into project {project}",
         started.elapsed().as_secs_f64()
@@ -142,6 +168,13 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     };
     let mut results: Vec<(String, Summary, ModeStats)> = Vec::new();
     for mode in &args.modes {
+        if passages {
+            let (summary, stats) =
+                run_mode_passages(&args, channel.clone(), &project, mode, &queries, &dataset)
+                    .await?;
+            results.push((mode.clone(), summary, stats));
+            continue;
+        }
         let (summary, stats) = run_mode(
             &args,
             channel.clone(),
@@ -384,23 +417,159 @@ async fn run_mode(
     }
     let secs = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    Ok(score(queries, &rankings, latencies, secs, dataset))
+}
+
+/// Metrics of the rankings and latency figures of a mode's run.
+fn score(
+    queries: &[&agentsearch_eval::beir::Query],
+    rankings: &[Vec<String>],
+    mut latencies: Vec<f64>,
+    secs: f64,
+    dataset: &Dataset,
+) -> (Summary, ModeStats) {
     let empty = HashMap::new();
     let summary = metrics::evaluate(
         queries
             .iter()
-            .zip(&rankings)
+            .zip(rankings)
             .map(|(q, r)| (&r[..], dataset.qrels.get(&q.id).unwrap_or(&empty))),
     );
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
-    Ok((
+    (
         summary,
         ModeStats {
             qps: queries.len() as f64 / secs,
             p50_ms: pct(0.50),
             p99_ms: pct(0.99),
         },
-    ))
+    )
+}
+
+/// The source of the eval sync: any; passages are shared with anyone.
+const EVAL_SOURCE: &str = "googledrive";
+const EVAL_SYNC_ID: &str = "e7a10000-0000-4000-8000-000000000001";
+
+/// Loads the corpus as records of one sync (title = display name, shared with anyone) through
+/// the context ingest path.
+async fn ingest_passages(
+    args: &EvalArgs,
+    channel: Channel,
+    project: &str,
+    corpus: &[Doc],
+) -> anyhow::Result<()> {
+    let mut client = ContextSyncClient::new(channel).max_encoding_message_size(64 << 20);
+    // One sync per project, with a fixed id: a run into an existing project finds it again.
+    let mut request = tonic::Request::new(pb::CreateSyncRequest {
+        project_id: project.to_string(),
+        source: EVAL_SOURCE.to_string(),
+        owner: "eval@example.com".to_string(),
+        sync_id: Some(EVAL_SYNC_ID.to_string()),
+    });
+    authorize(args, request.metadata_mut())?;
+    let sync = client
+        .create_sync(request)
+        .await
+        .map_err(crate::client::call_error)?
+        .into_inner();
+    let records: Vec<pb::RecordInput> = corpus
+        .iter()
+        .map(|doc| pb::RecordInput {
+            id: doc.id.clone(),
+            display_name: (!doc.title.trim().is_empty()).then(|| doc.title.clone()),
+            text: Some(doc.text.clone()),
+            mime: "text/plain".into(),
+            modified_at: None,
+            acl: Some(pb::Acl {
+                anyone: true,
+                ..Default::default()
+            }),
+            segments: Vec::new(),
+        })
+        .collect();
+    let batches: Vec<pb::UpsertRecordsRequest> = records
+        .chunks(64)
+        .map(|c| pb::UpsertRecordsRequest {
+            project_id: project.to_string(),
+            sync_id: sync.id.clone(),
+            records: c.to_vec(),
+            embedding: None,
+        })
+        .collect();
+    let mut request = tonic::Request::new(tokio_stream::iter(batches));
+    authorize(args, request.metadata_mut())?;
+    let mut acks = client
+        .upsert_records(request)
+        .await
+        .map_err(crate::client::call_error)?
+        .into_inner();
+    let bar = indicatif::ProgressBar::new(records.len() as u64);
+    let (mut done, mut segments) = (0u64, 0u64);
+    while let Some(ack) = acks.message().await.map_err(crate::client::call_error)? {
+        done += u64::from(ack.upserted + ack.unchanged);
+        segments += ack.segments;
+        bar.set_position(done);
+    }
+    bar.finish_and_clear();
+    eprintln!("{done} records, {segments} segments");
+    Ok(())
+}
+
+/// Runs every query through context search in `mode`; a ranking is the record ids of the top 10
+/// records (one passage each).
+async fn run_mode_passages(
+    args: &EvalArgs,
+    channel: Channel,
+    project: &str,
+    mode: &str,
+    queries: &[&agentsearch_eval::beir::Query],
+    dataset: &Dataset,
+) -> anyhow::Result<(Summary, ModeStats)> {
+    let mut client = ContextSearchClient::new(channel).max_decoding_message_size(64 << 20);
+    let mut rankings: Vec<Vec<String>> = Vec::with_capacity(queries.len());
+    let mut latencies: Vec<f64> = Vec::with_capacity(queries.len());
+    let bar = indicatif::ProgressBar::new(queries.len() as u64);
+    let started = Instant::now();
+    for q in queries {
+        let text: String = q.text.chars().take(1024).collect();
+        let text = if text.trim().is_empty() {
+            q.id.clone()
+        } else {
+            text
+        };
+        let mut request = tonic::Request::new(pb::ContextSearchRequest {
+            project_id: project.to_string(),
+            query: text,
+            top_k: Some(10),
+            segments_per_record: Some(1),
+            mode: Some(mode.to_string()),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        let t = Instant::now();
+        let response = client
+            .search(request)
+            .await
+            .map_err(crate::client::call_error)?
+            .into_inner();
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        rankings.push(
+            response
+                .results
+                .iter()
+                .map(|r| {
+                    r.id.strip_prefix(&format!("{}.", r.sync_id))
+                        .unwrap_or(&r.id)
+                        .to_string()
+                })
+                .collect(),
+        );
+        bar.inc(1);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    Ok(score(queries, &rankings, latencies, secs, dataset))
 }
 
 fn table(dataset: &Dataset, queries: usize, results: &[(String, Summary, ModeStats)]) -> String {

@@ -1,9 +1,11 @@
 //! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
-//! `catalog load`, `search`. Assembly of the processes lives here ([`node`]); the client commands
+//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`. Assembly of the processes lives here ([`node`]); the client commands
 //! talk to a router over its public gRPC API ([`client`]).
 
 pub mod client;
+pub mod context_client;
 pub mod demo;
+pub mod embed_bench;
 pub mod eval;
 pub mod node;
 
@@ -17,7 +19,7 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "agentsearch",
     version,
-    about = "Retrieval for AI agents: tool search over gRPC and HTTP/JSON"
+    about = "Retrieval for AI agents: tool search and context search over gRPC and HTTP/JSON"
 )]
 pub struct Cli {
     /// TOML configuration file (overridden by AGENTSEARCH_* environment variables, then flags).
@@ -40,8 +42,13 @@ pub enum Command {
     Catalog(CatalogCommand),
     /// Search tools and print a table (or the JSON response).
     Search(client::SearchArgs),
+    /// Context search over synced content: search, read around a passage, syncs, load.
+    #[command(subcommand)]
+    Context(context_client::ContextCommand),
     /// Score retrieval on a BEIR-format dataset through the real search path.
     Eval(eval::EvalArgs),
+    /// Time segmenting and embedding a BEIR corpus the way record ingest does.
+    EmbedBench(embed_bench::EmbedBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -150,10 +157,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Catalog(CatalogCommand::Load(args)) => client::load(args).await,
         Command::Search(args) => client::search(args).await,
+        Command::Context(command) => context_client::run(command).await,
         Command::Eval(args) => {
             let config = load_config(cli.config.as_deref())?;
             config.validate()?;
             eval::run(args, config).await
+        }
+        Command::EmbedBench(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            config.validate()?;
+            embed_bench::run(args, config)
         }
     }
 }

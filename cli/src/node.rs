@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsearch_common::config::{Config, LexicalConfig};
+use agentsearch_common::config::{Config, ContextConfig, LexicalConfig};
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
 use agentsearch_router::auth::Auth;
@@ -37,6 +37,7 @@ pub fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
 pub fn settings(config: &Config) -> RouterSettings {
     RouterSettings {
         search: config.search.clone(),
+        context: config.context,
         replication: config.shards.replication as usize,
         embed_batch_size: config.embed.batch_size,
     }
@@ -47,12 +48,13 @@ pub fn open_local_shards(
     data_dir: &Path,
     count: u32,
     lexical: LexicalConfig,
+    context: ContextConfig,
 ) -> anyhow::Result<Vec<ShardClient>> {
     (0..count)
         .map(|i| {
             let dir = data_dir.join("shards").join(format!("shard-{i}"));
             let shard = Arc::new(
-                LocalShard::open(&dir, lexical)
+                LocalShard::open(&dir, lexical, context)
                     .with_context(|| format!("opening shard in {}", dir.display()))?,
             );
             shard.start_flusher(FLUSH_EVERY);
@@ -71,7 +73,12 @@ pub async fn embedded_router(
     let store: Arc<dyn MetadataStore> =
         Arc::new(SqliteStore::open(&config.data_dir.join("metadata.sqlite"))?);
     let shards = ShardSet::discover(
-        open_local_shards(&config.data_dir, config.shards.local, config.lexical)?,
+        open_local_shards(
+            &config.data_dir,
+            config.shards.local,
+            config.lexical,
+            config.context,
+        )?,
         Duration::ZERO,
     )
     .await?;
@@ -97,6 +104,7 @@ pub async fn serve_embedded(
     let router = embedded_router(&config, embedder).await?;
     if load_demo {
         crate::demo::load(&router).await?;
+        crate::demo::load_documents(&router).await?;
     }
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
@@ -112,7 +120,11 @@ pub async fn serve_shard(
 ) -> anyhow::Result<()> {
     let auth = Auth::new(config.auth.token.clone());
     auth.check_bind(config.grpc, "the shard API")?;
-    let shard = Arc::new(LocalShard::open(&config.data_dir, config.lexical)?);
+    let shard = Arc::new(LocalShard::open(
+        &config.data_dir,
+        config.lexical,
+        config.context,
+    )?);
     shard.start_flusher(FLUSH_EVERY);
     agentsearch_shard::serve(shard, auth, config.grpc, shutdown).await?;
     Ok(())

@@ -1,17 +1,22 @@
-//! Load driver of agentsearch: generates a synthetic catalog of N tools over many integrations,
-//! ingests it through the public catalog API, then fires tool searches over gRPC at a given
-//! concurrency for a given time and reports QPS, latency percentiles and errors.
+//! Load driver of agentsearch. `--scenario tools` (default) generates a synthetic catalog of N
+//! tools over many integrations, ingests it through the public catalog API, then fires tool
+//! searches over gRPC at a given concurrency for a given time and reports QPS, latency percentiles
+//! and errors. `--scenario context` does the same for context search: N segments over several
+//! syncs with precomputed vectors, ACLs with realistic spreads, searches as random users.
 //!
 //! Queries come from a pool (`--query-pool N`, repeated: the router's query-embedding cache is warm)
 //! or are all distinct (`--query-pool 0`: every query is embedded, cold).
 
 mod catalog;
+mod content;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentsearch_proto::v1 as pb;
+use agentsearch_proto::v1::context_search_client::ContextSearchClient;
+use agentsearch_proto::v1::context_sync_client::ContextSyncClient;
 use agentsearch_proto::v1::tool_catalog_client::ToolCatalogClient;
 use agentsearch_proto::v1::tool_search_client::ToolSearchClient;
 use anyhow::Context;
@@ -73,6 +78,31 @@ struct Args {
     /// Also write the figures as one JSON object to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// tools (tool search over a synthetic catalog) or context (context search over synthetic
+    /// synced content).
+    #[arg(long, default_value = "tools")]
+    scenario: String,
+    /// Context scenario: segments in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    segments: usize,
+    /// Context scenario: syncs the segments are spread over.
+    #[arg(long, default_value_t = 10)]
+    syncs: usize,
+    /// Context scenario: segments per record.
+    #[arg(long, default_value_t = 5)]
+    record_segments: usize,
+    /// Context scenario: users (identities searched as).
+    #[arg(long, default_value_t = 5000)]
+    users: usize,
+    /// Context scenario: groups per sync.
+    #[arg(long, default_value_t = 200)]
+    groups: usize,
+    /// Context scenario: records per upsert batch.
+    #[arg(long, default_value_t = 200)]
+    record_batch: usize,
+    /// Context scenario: the model id precomputed vectors claim (the server's).
+    #[arg(long, default_value = "all-MiniLM-L6-v2")]
+    model: String,
 }
 
 #[tokio::main]
@@ -86,6 +116,13 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("connecting to {url}"))?;
     let mut rng = StdRng::seed_from_u64(args.seed);
+    if args.scenario == "context" {
+        return context_scenario(&args, channel, &mut rng).await;
+    }
+    anyhow::ensure!(
+        args.scenario == "tools",
+        "--scenario: expected tools or context"
+    );
     let generator = catalog::Generator::new(&mut rng, args.integrations);
     let mut report = serde_json::json!({
         "tools": args.tools, "integrations": args.integrations, "concurrency": args.concurrency,
@@ -109,7 +146,39 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Vec::new()
     });
-    let result = run(&args, channel, generator, queries).await?;
+    let call: Call = {
+        let args = args.clone();
+        Arc::new(move |channel, query, _| {
+            let request = authorize(
+                &args,
+                pb::SearchToolsRequest {
+                    project_id: args.project.clone(),
+                    query,
+                    top_k: Some(args.top_k),
+                    diagnostics: args.diagnostics,
+                    ..Default::default()
+                },
+            );
+            Box::pin(async move {
+                let mut client = ToolSearchClient::new(channel);
+                client
+                    .search_tools(request)
+                    .await
+                    .map(|r| r.into_inner().trace)
+            })
+        })
+    };
+    let generator = Arc::new(generator);
+    let make: QueryGenerator = Arc::new(move |rng| generator.query(rng));
+    let result = run(&args, channel, make, queries, call).await?;
+    report_search(&args, &result, &mut report)
+}
+
+fn report_search(
+    args: &Args,
+    result: &RunResult,
+    report: &mut serde_json::Value,
+) -> anyhow::Result<()> {
     println!(
         "search: {} ok, {} errors in {:.1} s -> {:.1} QPS; latency ms p50 {:.2} p95 {:.2} p99 {:.2} max {:.2}",
         result.ok,
@@ -129,11 +198,12 @@ async fn main() -> anyhow::Result<()> {
     if !result.steps.is_empty() {
         let mut steps = serde_json::Map::new();
         let mut line = String::from("server steps, median ms:");
-        for (label, mut values) in result.steps {
+        for (label, values) in &result.steps {
+            let mut values = values.clone();
             values.sort_by(f64::total_cmp);
             let median = values[values.len() / 2];
             line.push_str(&format!(" {label} {median:.3};"));
-            steps.insert(label, serde_json::json!(median));
+            steps.insert(label.clone(), serde_json::json!(median));
         }
         println!("{line}");
         report["serverStepMedianMs"] = serde_json::Value::Object(steps);
@@ -142,6 +212,148 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }
     Ok(())
+}
+
+/// The id of the scenario's sync number `n`.
+fn sync_id(n: usize) -> String {
+    format!("00000000-0000-4000-8000-{:012x}", 0xc0_0000 + n)
+}
+
+async fn context_scenario(args: &Args, channel: Channel, rng: &mut StdRng) -> anyhow::Result<()> {
+    use rand::Rng;
+    let content = Arc::new(content::Content::new(rng, args.users, args.groups));
+    let mut report = serde_json::json!({
+        "scenario": "context", "segments": args.segments, "syncs": args.syncs,
+        "segmentsPerRecord": args.record_segments, "users": args.users, "groupsPerSync": args.groups,
+        "concurrency": args.concurrency, "durationSecs": args.duration, "queryPool": args.query_pool,
+        "topK": args.top_k,
+    });
+    if !args.skip_ingest {
+        let started = Instant::now();
+        let mut written = 0u64;
+        let per_sync = args.segments.div_ceil(args.syncs.max(1));
+        let mut sync_client =
+            ContextSyncClient::new(channel.clone()).max_encoding_message_size(64 << 20);
+        for s in 0..args.syncs {
+            let id = sync_id(s);
+            sync_client
+                .create_sync(authorize(
+                    args,
+                    pb::CreateSyncRequest {
+                        project_id: args.project.clone(),
+                        source: if s % 2 == 0 {
+                            "googledrive"
+                        } else {
+                            "sharepoint"
+                        }
+                        .into(),
+                        owner: "admin@corp.example".into(),
+                        sync_id: Some(id.clone()),
+                    },
+                ))
+                .await?;
+            sync_client
+                .put_groups(authorize(
+                    args,
+                    pb::PutGroupsRequest {
+                        project_id: args.project.clone(),
+                        sync_id: id.clone(),
+                        groups: content.groups(rng),
+                    },
+                ))
+                .await?;
+            // Generate batches on a blocking thread while earlier ones are sent.
+            let records = per_sync.div_ceil(args.record_segments.max(1));
+            let (tx, rx) = tokio::sync::mpsc::channel::<pb::UpsertRecordsRequest>(4);
+            let (content, project, sync, batch, spr, seed) = (
+                content.clone(),
+                args.project.clone(),
+                id.clone(),
+                args.record_batch.max(1),
+                args.record_segments.max(1),
+                rng.random::<u64>(),
+            );
+            let model = args.model.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed);
+                let mut n = 0;
+                while n < records {
+                    let chunk: Vec<pb::RecordInput> = (n..(n + batch).min(records))
+                        .map(|i| content.record(&mut rng, i, spr))
+                        .collect();
+                    n += chunk.len();
+                    let message = pb::UpsertRecordsRequest {
+                        project_id: project.clone(),
+                        sync_id: sync.clone(),
+                        records: chunk,
+                        embedding: Some(pb::EmbeddingSpec {
+                            model: model.clone(),
+                            dimension: content::DIM as u32,
+                        }),
+                    };
+                    if tx.blocking_send(message).is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut acks = sync_client
+                .upsert_records(authorize(
+                    args,
+                    tokio_stream::wrappers::ReceiverStream::new(rx),
+                ))
+                .await?
+                .into_inner();
+            while let Some(ack) = acks.message().await? {
+                written += ack.segments;
+                eprint!(
+                    "\ringest: sync {}/{}, {written} segments, {:.0} segments/s",
+                    s + 1,
+                    args.syncs,
+                    written as f64 / started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        eprintln!();
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "ingest: {written} segments in {secs:.1} s ({:.0} segments/s, precomputed vectors)",
+            written as f64 / secs
+        );
+        report["ingest"] = serde_json::json!({"segments": written, "secs": secs, "segmentsPerSec": written as f64 / secs});
+    }
+    let queries: Arc<Vec<String>> = Arc::new(if args.query_pool > 0 {
+        (0..args.query_pool).map(|_| content.query(rng)).collect()
+    } else {
+        Vec::new()
+    });
+    let call: Call = {
+        let (args, content) = (args.clone(), content.clone());
+        Arc::new(move |channel, query, i| {
+            // Users in a fixed pseudo-random order, so every run searches as the same people.
+            let user = content.users[(i * 7919) % content.users.len()].clone();
+            let request = authorize(
+                &args,
+                pb::ContextSearchRequest {
+                    project_id: args.project.clone(),
+                    query,
+                    top_k: Some(args.top_k),
+                    identity: Some(user),
+                    diagnostics: args.diagnostics,
+                    ..Default::default()
+                },
+            );
+            Box::pin(async move {
+                let mut client = ContextSearchClient::new(channel);
+                client.search(request).await.map(|r| r.into_inner().trace)
+            })
+        })
+    };
+    let make: QueryGenerator = {
+        let content = content.clone();
+        Arc::new(move |rng| content.query(rng))
+    };
+    let result = run(args, channel, make, queries, call).await?;
+    report_search(args, &result, &mut report)
 }
 
 fn ms(micros: u64) -> f64 {
@@ -194,11 +406,26 @@ struct RunResult {
     steps: Vec<(String, Vec<f64>)>,
 }
 
+/// One search: (channel, query, query number) -> the server's trace, if any.
+type Call = Arc<
+    dyn Fn(
+            Channel,
+            String,
+            usize,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = Result<Option<pb::Trace>, tonic::Status>> + Send>,
+        > + Send
+        + Sync,
+>;
+/// Makes a fresh query (when the pool is empty).
+type QueryGenerator = Arc<dyn Fn(&mut StdRng) -> String + Send + Sync>;
+
 async fn run(
     args: &Args,
     channel: Channel,
-    generator: catalog::Generator,
+    generator: QueryGenerator,
     queries: Arc<Vec<String>>,
+    call: Call,
 ) -> anyhow::Result<RunResult> {
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -208,14 +435,14 @@ async fn run(
         1, 60_000_000, 3,
     )?));
     let steps: Arc<Mutex<std::collections::BTreeMap<String, Vec<f64>>>> = Arc::default();
-    let generator = Arc::new(generator);
     let mut tasks = Vec::new();
     for worker in 0..args.concurrency {
-        let (args, channel, queries, generator) = (
+        let (args, channel, queries, generator, call) = (
             args.clone(),
             channel.clone(),
             queries.clone(),
             generator.clone(),
+            call.clone(),
         );
         let (measuring, stop, ok, errors, histogram, steps) = (
             measuring.clone(),
@@ -226,37 +453,29 @@ async fn run(
             steps.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let mut client = ToolSearchClient::new(channel);
             let mut rng =
                 StdRng::seed_from_u64(args.seed ^ (worker as u64 + 1).wrapping_mul(0x9e37_79b9));
             let mut i = worker;
             while !stop.load(Ordering::Relaxed) {
                 let query = if queries.is_empty() {
-                    generator.query(&mut rng)
+                    generator(&mut rng)
                 } else {
                     queries[i % queries.len()].clone()
                 };
-                i += args.concurrency;
-                let request = pb::SearchToolsRequest {
-                    project_id: args.project.clone(),
-                    query,
-                    top_k: Some(args.top_k),
-                    diagnostics: args.diagnostics,
-                    ..Default::default()
-                };
                 let started = Instant::now();
-                let result = client.search_tools(authorize(&args, request)).await;
+                let result = call(channel.clone(), query, i).await;
+                i += args.concurrency;
                 let took = started.elapsed();
                 if !measuring.load(Ordering::Relaxed) {
                     continue;
                 }
                 match result {
-                    Ok(response) => {
+                    Ok(trace) => {
                         ok.fetch_add(1, Ordering::Relaxed);
                         let _ = histogram
                             .lock()
                             .map(|mut h| h.record(took.as_micros() as u64));
-                        if let Some(trace) = response.into_inner().trace
+                        if let Some(trace) = trace
                             && let Ok(mut steps) = steps.lock()
                         {
                             for s in trace.steps {

@@ -4,6 +4,7 @@
 
 pub mod context;
 pub mod convert;
+pub mod convert_context;
 pub mod error_codec;
 
 /// The public API: tool search and catalog maintenance.

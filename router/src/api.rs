@@ -92,21 +92,7 @@ impl RawSearch {
                 None
             }
         };
-        let mode = match self.mode.as_deref() {
-            None | Some("hybrid") => RetrievalMode::Hybrid,
-            Some("lexical") => RetrievalMode::Lexical,
-            Some("dense") => RetrievalMode::Dense,
-            Some(other) => {
-                v.push(FieldViolation::new(
-                    "mode",
-                    format!(
-                        "must be one of hybrid, lexical, dense; got `{}`",
-                        agentsearch_common::ids::truncate(other, 32)
-                    ),
-                ));
-                RetrievalMode::Hybrid
-            }
-        };
+        let mode = retrieval_mode(&mut v, self.mode.as_deref());
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
@@ -128,6 +114,25 @@ impl RawSearch {
             diagnostics: self.diagnostics,
             mode,
         })
+    }
+}
+
+/// The evaluation-only `mode` field: hybrid (default), lexical or dense.
+pub(crate) fn retrieval_mode(v: &mut Vec<FieldViolation>, mode: Option<&str>) -> RetrievalMode {
+    match mode {
+        None | Some("hybrid") => RetrievalMode::Hybrid,
+        Some("lexical") => RetrievalMode::Lexical,
+        Some("dense") => RetrievalMode::Dense,
+        Some(other) => {
+            v.push(FieldViolation::new(
+                "mode",
+                format!(
+                    "must be one of hybrid, lexical, dense; got `{}`",
+                    agentsearch_common::ids::truncate(other, 32)
+                ),
+            ));
+            RetrievalMode::Hybrid
+        }
     }
 }
 

@@ -370,10 +370,10 @@ impl Router {
         Ok(entries.into_iter().map(|e| (e.name.clone(), e)).collect())
     }
 
-    fn project_write_lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn project_write_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         self.write_locks
             .lock()
-            .entry(project_id.to_string())
+            .entry(key.to_string())
             .or_default()
             .clone()
     }

@@ -32,9 +32,13 @@ impl PublicGrpc {
         Self { router, auth }
     }
 
+    pub(crate) fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
     /// Request id (the caller's `x-request-id` or a new one), after authentication.
     #[allow(clippy::result_large_err)]
-    fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
+    pub(crate) fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
         agentsearch_proto::context::begin(request.metadata(), &self.auth)
     }
 }

@@ -1,15 +1,19 @@
 //! The agentsearch router: the public gRPC ([`grpc`]) and REST ([`rest`]) APIs, request
 //! validation ([`api`]), placement of integrations on shards ([`placement`]), fan-out to shards
-//! in process or over gRPC ([`shards`]), fusion and budgets ([`search`]), and catalog writes
-//! ([`catalog`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
+//! in process or over gRPC ([`shards`]), fusion and budgets ([`search`]), catalog writes
+//! ([`catalog`]), and context search over synced content ([`context`], [`context_api`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
 //! indexes on the shards. It never links tantivy or FAISS.
 
 pub mod api;
 pub mod auth;
 pub mod catalog;
+pub mod context;
+pub mod context_api;
 pub mod grpc;
+pub mod grpc_context;
 pub mod placement;
 pub mod rest;
+pub mod rest_context;
 pub mod search;
 pub mod server;
 pub mod shards;
@@ -19,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsearch_common::Result;
-use agentsearch_common::config::SearchConfig;
+use agentsearch_common::config::{ContextConfig, SearchConfig};
 use agentsearch_embed::CachedEmbedder;
 use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
@@ -34,6 +38,7 @@ const PLACEMENT_TTL: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct RouterSettings {
     pub search: SearchConfig,
+    pub context: ContextConfig,
     /// Shards per integration.
     pub replication: usize,
     pub embed_batch_size: usize,

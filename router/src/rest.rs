@@ -41,6 +41,7 @@ pub fn app(state: RestState) -> AxumRouter {
             "/api/tools/projects/{project_id}/tools:delete",
             post(delete_tools),
         )
+        .merge(crate::rest_context::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -77,12 +78,12 @@ fn request_id(headers: &HeaderMap) -> String {
     accept_request_id(headers.get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
-struct Call {
-    request_id: String,
+pub(crate) struct Call {
+    pub(crate) request_id: String,
 }
 
 impl Call {
-    fn begin(state: &RestState, headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub(crate) fn begin(state: &RestState, headers: &HeaderMap) -> Result<Self, ApiError> {
         let request_id = request_id(headers);
         let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
         state.auth.check(authorization).map_err(|error| ApiError {
@@ -92,14 +93,14 @@ impl Call {
         Ok(Self { request_id })
     }
 
-    fn fail(&self, error: Error) -> ApiError {
+    pub(crate) fn fail(&self, error: Error) -> ApiError {
         ApiError {
             error,
             request_id: self.request_id.clone(),
         }
     }
 
-    fn ok(&self, body: impl serde::Serialize) -> Response {
+    pub(crate) fn ok(&self, body: impl serde::Serialize) -> Response {
         with_request_id(axum::Json(body).into_response(), &self.request_id)
     }
 }
@@ -123,8 +124,17 @@ async fn method_not_allowed(headers: HeaderMap) -> ApiError {
 }
 
 #[derive(serde::Deserialize)]
-struct SearchParams {
-    diagnostics: Option<String>,
+pub(crate) struct SearchParams {
+    pub(crate) diagnostics: Option<String>,
+}
+
+/// `?diagnostics=1|0|true|false`.
+pub(crate) fn diagnostics_flag(params: &SearchParams) -> Result<bool, Error> {
+    match params.diagnostics.as_deref() {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(_) => Err(Error::invalid("diagnostics", "must be 1 or 0")),
+    }
 }
 
 async fn search_tools(
@@ -139,11 +149,7 @@ async fn search_tools(
         params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
-    let diagnostics = match params.diagnostics.as_deref() {
-        None | Some("0") | Some("false") => false,
-        Some("1") | Some("true") => true,
-        Some(_) => return Err(call.fail(Error::invalid("diagnostics", "must be 1 or 0"))),
-    };
+    let diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
     let mut raw = parse_search(&body).map_err(|e| call.fail(e))?;
     raw.diagnostics = diagnostics;
     let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
@@ -215,7 +221,7 @@ async fn delete_tools(
 }
 
 /// The body, or the error a client should see when it could not be read (too large: 413).
-fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Error> {
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Error> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Error::PayloadTooLarge(format!("the body is larger than {MAX_BODY_BYTES} bytes"))

@@ -62,7 +62,7 @@ impl TraceRecorder {
         });
     }
 
-    fn finish(self) -> Trace {
+    pub(crate) fn finish(self) -> Trace {
         Trace {
             total_ms: self.started.elapsed().as_secs_f64() * 1e3,
             steps: self.steps,
@@ -560,37 +560,53 @@ fn fuse<'a>(
     lexical: &'a [Hit],
     dense: &'a [Hit],
 ) -> (Vec<FusedItem<&'a str>>, f64) {
-    match search.fusion {
+    let scored = |hits: &'a [Hit]| -> Vec<(&'a str, f64)> {
+        hits.iter()
+            .map(|h| (h.name.as_str(), f64::from(h.score)))
+            .collect()
+    };
+    fuse_keyed(
+        search.fusion,
+        search.rrf_k,
+        [search.lexical_weight, search.dense_weight],
+        &scored(lexical),
+        &scored(dense),
+    )
+}
+
+/// Fuses two ranked `(key, score)` lists, best first, with `fusion`; see [`fuse`].
+pub(crate) fn fuse_keyed<'a>(
+    fusion: Fusion,
+    rrf_k: f64,
+    weights: [f64; 2],
+    lexical: &[(&'a str, f64)],
+    dense: &[(&'a str, f64)],
+) -> (Vec<FusedItem<&'a str>>, f64) {
+    match fusion {
         Fusion::Rrf => {
-            let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.name.as_str()).collect();
-            let dense_keys: Vec<&str> = dense.iter().map(|h| h.name.as_str()).collect();
+            let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.0).collect();
+            let dense_keys: Vec<&str> = dense.iter().map(|h| h.0).collect();
             let lists = [
                 RankedList {
-                    weight: search.lexical_weight,
+                    weight: weights[0],
                     keys: &lexical_keys[..],
                 },
                 RankedList {
-                    weight: search.dense_weight,
+                    weight: weights[1],
                     keys: &dense_keys[..],
                 },
             ];
-            (reciprocal_rank_fusion(&lists, search.rrf_k), 0.0)
+            (reciprocal_rank_fusion(&lists, rrf_k), 0.0)
         }
         Fusion::Score => {
-            let scored = |hits: &'a [Hit]| -> Vec<(&'a str, f64)> {
-                hits.iter()
-                    .map(|h| (h.name.as_str(), f64::from(h.score)))
-                    .collect()
-            };
-            let (lexical, dense) = (scored(lexical), scored(dense));
             let lists = [
                 ScoredList {
-                    weight: search.lexical_weight,
-                    hits: &lexical[..],
+                    weight: weights[0],
+                    hits: lexical,
                 },
                 ScoredList {
-                    weight: search.dense_weight,
-                    hits: &dense[..],
+                    weight: weights[1],
+                    hits: dense,
                 },
             ];
             let fused = score_fusion(&lists);

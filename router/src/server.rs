@@ -1,9 +1,12 @@
-//! Runs the router's public APIs: gRPC (tool search, catalog, health, reflection) and REST.
+//! Runs the router's public APIs: gRPC (tool search, catalog, context search and syncs, health,
+//! reflection) and REST.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentsearch_common::{Error, Result};
+use agentsearch_proto::v1::context_search_server::ContextSearchServer;
+use agentsearch_proto::v1::context_sync_server::ContextSyncServer;
 use agentsearch_proto::v1::tool_catalog_server::ToolCatalogServer;
 use agentsearch_proto::v1::tool_search_server::ToolSearchServer;
 use futures::FutureExt;
@@ -61,6 +64,12 @@ pub async fn serve_on(
     health_reporter
         .set_serving::<ToolCatalogServer<PublicGrpc>>()
         .await;
+    health_reporter
+        .set_serving::<ContextSearchServer<PublicGrpc>>()
+        .await;
+    health_reporter
+        .set_serving::<ContextSyncServer<PublicGrpc>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(agentsearch_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -77,7 +86,14 @@ pub async fn serve_on(
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let catalog = ToolCatalogServer::new(public)
+    let catalog = ToolCatalogServer::new(public.clone())
+        .accept_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let context_search = ContextSearchServer::new(public.clone())
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let context_sync = ContextSyncServer::new(public)
         .accept_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let grpc_server = tonic::transport::Server::builder()
@@ -86,6 +102,8 @@ pub async fn serve_on(
         .add_service(reflection_v1alpha)
         .add_service(search)
         .add_service(catalog)
+        .add_service(context_search)
+        .add_service(context_sync)
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
             shutdown.clone(),

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use agentsearch_common::auth::Auth;
 use agentsearch_common::shard::{
-    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
-    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ReadSegmentsRequest,
+    ReadSegmentsResponse, RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
+    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
+    TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::error_from_status;
@@ -185,6 +187,130 @@ impl ShardClient {
                     .client
                     .clone()
                     .delete_tools(g.request(pb::DeleteToolsRequest::from(req), request_id, timeout))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+    pub async fn context_term_stats(
+        &self,
+        req: ContextStatsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<TermStats> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.context_term_stats(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .context_term_stats(g.request(
+                        pb::ContextStatsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn search_segments(
+        &self,
+        req: ContextSearchRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ContextSearchResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.search_segments(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .search_segments(g.request(
+                        pb::SearchSegmentsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn upsert_segments(
+        &self,
+        req: SegmentUpsertRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardWriteResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.upsert_segments(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .upsert_segments(g.request(
+                        pb::UpsertSegmentsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn delete_records(
+        &self,
+        req: RecordDeleteRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardWriteResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.delete_records(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .delete_records(g.request(
+                        pb::DeleteRecordsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        within(timeout, fut).await
+    }
+
+    pub async fn read_segments(
+        &self,
+        req: ReadSegmentsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<ReadSegmentsResponse>> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.read_segments(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .read_segments(g.request(
+                        pb::ReadSegmentsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
                     .await
                     .map(|r| r.into_inner().into())
                     .map_err(|s| remote(&g.addr, s)),

@@ -109,4 +109,69 @@ impl Shard for ShardGrpcService {
             .map_err(|e| status_from_error(&e, &rid))?;
         Ok(Response::new(response.into()))
     }
+
+    async fn context_term_stats(
+        &self,
+        request: Request<pb::ContextStatsRequest>,
+    ) -> Result<Response<pb::TermStatsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let stats = self
+            .shard
+            .context_term_stats(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(stats.into()))
+    }
+
+    async fn search_segments(
+        &self,
+        request: Request<pb::SearchSegmentsRequest>,
+    ) -> Result<Response<pb::SearchSegmentsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .search_segments(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn upsert_segments(
+        &self,
+        request: Request<pb::UpsertSegmentsRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .upsert_segments(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn delete_records(
+        &self,
+        request: Request<pb::DeleteRecordsRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .delete_records(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn read_segments(
+        &self,
+        request: Request<pb::ReadSegmentsRequest>,
+    ) -> Result<Response<pb::ReadSegmentsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .read_segments(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
 }

@@ -10,33 +10,44 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentsearch_common::auth::Auth;
-use agentsearch_common::config::LexicalConfig;
+use agentsearch_common::config::{ContextConfig, LexicalConfig};
 use agentsearch_common::shard::{
-    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
-    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ReadSegmentsRequest,
+    ReadSegmentsResponse, RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
+    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
+    TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
-use agentsearch_index::ToolIndexes;
+use agentsearch_index::{SegmentIndexes, ToolIndexes};
+
+/// Most segments a shard returns per retriever.
+const MAX_LIMIT: u32 = 1000;
+/// Most segments read around an anchor, on each side.
+pub const MAX_READ_AROUND: u32 = 10;
 
 /// A shard in this process.
 pub struct LocalShard {
     id: String,
     indexes: Arc<ToolIndexes>,
+    segments: Arc<SegmentIndexes>,
 }
 
 impl LocalShard {
     /// Opens (or initialises) the shard in `data_dir`: its id and every index under it, scoring
-    /// lexical queries with `lexical`.
-    pub fn open(data_dir: &Path, lexical: LexicalConfig) -> Result<Self> {
+    /// tool queries with `lexical` and segment queries with `context`.
+    pub fn open(data_dir: &Path, lexical: LexicalConfig, context: ContextConfig) -> Result<Self> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("create {}: {e}", data_dir.display())))?;
         let id = shard_id(data_dir)?;
         let indexes = ToolIndexes::open(data_dir, lexical)?;
+        let segments = SegmentIndexes::open(data_dir, context)?;
         let (count, tools) = indexes.counts();
-        tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, "shard opened");
+        let (syncs, segment_count) = segments.counts();
+        tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, syncs, segments = segment_count, "shard opened");
         Ok(Self {
             id,
             indexes: Arc::new(indexes),
+            segments: Arc::new(segments),
         })
     }
 
@@ -55,8 +66,12 @@ impl LocalShard {
                 ticker.tick().await;
                 let Some(shard) = weak.upgrade() else { break };
                 let indexes = shard.indexes.clone();
+                let segments = shard.segments.clone();
                 drop(shard);
-                match tokio::task::spawn_blocking(move || indexes.flush()).await {
+                let flush = move || {
+                    Ok::<_, agentsearch_index::IndexError>(indexes.flush()? + segments.flush()?)
+                };
+                match tokio::task::spawn_blocking(flush).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
                     Ok(Err(err)) => {
                         tracing::warn!(error = %err, "flushing vector snapshots failed")
@@ -65,6 +80,16 @@ impl LocalShard {
                 }
             }
         });
+    }
+
+    async fn segments<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&SegmentIndexes) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let segments = self.segments.clone();
+        tokio::task::spawn_blocking(move || f(&segments))
+            .await
+            .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
 
     async fn blocking<T: Send + 'static>(
@@ -156,6 +181,61 @@ impl ShardApi for LocalShard {
             })
         })
         .await
+    }
+
+    async fn context_term_stats(&self, request: ContextStatsRequest) -> Result<TermStats> {
+        self.segments(move |segments| Ok(segments.term_stats(&request)?))
+            .await
+    }
+
+    async fn search_segments(
+        &self,
+        request: ContextSearchRequest,
+    ) -> Result<ContextSearchResponse> {
+        if request.limit == 0 || request.limit > MAX_LIMIT {
+            return Err(Error::invalid(
+                "limit",
+                format!("must be between 1 and {MAX_LIMIT}"),
+            ));
+        }
+        self.segments(move |segments| Ok(segments.search(&request)))
+            .await
+    }
+
+    async fn upsert_segments(&self, request: SegmentUpsertRequest) -> Result<ShardWriteResponse> {
+        self.segments(move |segments| {
+            let (affected, generation) = segments.upsert(&request)?;
+            Ok(ShardWriteResponse {
+                affected,
+                generation,
+            })
+        })
+        .await
+    }
+
+    async fn delete_records(&self, request: RecordDeleteRequest) -> Result<ShardWriteResponse> {
+        self.segments(move |segments| {
+            let (affected, generation) = segments.delete(&request)?;
+            Ok(ShardWriteResponse {
+                affected,
+                generation,
+            })
+        })
+        .await
+    }
+
+    async fn read_segments(
+        &self,
+        request: ReadSegmentsRequest,
+    ) -> Result<Option<ReadSegmentsResponse>> {
+        if request.before > MAX_READ_AROUND || request.after > MAX_READ_AROUND {
+            return Err(Error::invalid(
+                "before",
+                format!("before and after must be at most {MAX_READ_AROUND}"),
+            ));
+        }
+        self.segments(move |segments| Ok(segments.read(&request)?))
+            .await
     }
 }
 

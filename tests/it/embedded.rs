@@ -1,5 +1,5 @@
-//! The embedded default: the demo catalog loads on first start, answers the README's query, and a
-//! restart on the same data dir serves the same catalog without re-ingesting it.
+//! The embedded default: the demo catalog and documents load on first start, answer the README's
+//! queries, and a restart on the same data dir serves the same catalog without re-ingesting it.
 
 use agentsearch::demo;
 use agentsearch_common::config::Config;
@@ -32,11 +32,46 @@ async fn demo_catalog_answers_and_survives_a_restart() {
             .await
             .unwrap();
         demo::load(&router).await.unwrap();
+        demo::load_documents(&router).await.unwrap();
         assert_eq!(
             router.store().catalog_size(DEMO_PROJECT_ID).await.unwrap(),
             catalog_size
         );
         let (served, grpc) = start_router(router, Auth::default()).await;
+        // The README's context search: alice finds the Q2 roadmap; an outside contractor does not.
+        let mut client = pb::context_search_client::ContextSearchClient::new(channel(grpc).await);
+        let as_user = |identity: &str| pb::ContextSearchRequest {
+            project_id: DEMO_PROJECT_ID.into(),
+            query: "q2 roadmap".into(),
+            identity: Some(identity.into()),
+            top_k: Some(3),
+            ..Default::default()
+        };
+        let alice = client
+            .search(as_user("alice@example.com"))
+            .await
+            .unwrap()
+            .into_inner();
+        let titles: Vec<String> = alice
+            .results
+            .iter()
+            .map(|r| r.display_name.clone().unwrap_or_default())
+            .collect();
+        assert!(titles[..2].iter().any(|t| t == "Q2 roadmap"), "{titles:?}");
+        let erin = client
+            .search(as_user("erin@partner.io"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            erin.results.iter().all(|r| !r
+                .display_name
+                .clone()
+                .unwrap_or_default()
+                .contains("roadmap")),
+            "{:?}",
+            erin.results
+        );
         let response = search(grpc, request("post a message to a slack channel"))
             .await
             .unwrap();
@@ -79,6 +114,7 @@ async fn demo_catalog_answers_and_survives_a_restart() {
     };
     assert_eq!(shards_total, catalog_size, "the indexes persisted");
     demo::load(&router).await.unwrap();
+    demo::load_documents(&router).await.unwrap();
     let (_served, grpc) = start_router(router, Auth::default()).await;
     let response = search(grpc, request("create a contact in the crm"))
         .await

@@ -7,12 +7,23 @@ use agentsearch_tests::model_dir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eval_table_on_a_tiny_dataset() {
+    eval_tiny("tools").await;
+}
+
+/// The same corpus as passages (records of one sync, searched with context search): one passage
+/// per document, title and text in BM25F, so the lexical rankings and figures are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_table_on_a_tiny_dataset_as_passages() {
+    eval_tiny("passages").await;
+}
+
+async fn eval_tiny(kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("eval.json");
     let args = EvalArgs {
         dataset: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny"),
         split: "test".into(),
-        kind: "tools".into(),
+        kind: kind.into(),
         modes: vec!["lexical".into(), "dense".into(), "hybrid".into()],
         server: String::new(),
         embedded: true,
@@ -20,6 +31,7 @@ async fn eval_table_on_a_tiny_dataset() {
         dump: None,
         out: Some(out.clone()),
         token: None,
+        project: None,
     };
     let mut config = Config::default();
     config.embed.model_dir = model_dir();

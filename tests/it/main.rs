@@ -3,6 +3,7 @@
 //! (`scripts/fetch-model.sh`), and run on an optimized build (see README).
 
 mod cluster;
+mod context;
 mod embedded;
 mod eval;
 mod rest;

@@ -102,7 +102,7 @@ impl Drop for Served {
 
 /// A shard over `dir`, serving the internal API over gRPC on a loopback port.
 pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
-    let shard = Arc::new(LocalShard::open(dir, Default::default()).unwrap());
+    let shard = Arc::new(LocalShard::open(dir, Default::default(), Default::default()).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -128,6 +128,7 @@ pub fn settings() -> RouterSettings {
     let config = Config::default();
     RouterSettings {
         search: config.search,
+        context: config.context,
         replication: 1,
         embed_batch_size: config.embed.batch_size,
     }

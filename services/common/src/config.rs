@@ -34,6 +34,7 @@ pub struct Config {
     pub embed: EmbedConfig,
     pub search: SearchConfig,
     pub lexical: LexicalConfig,
+    pub context: ContextConfig,
     pub log: LogConfig,
 }
 
@@ -49,6 +50,7 @@ impl Default for Config {
             embed: EmbedConfig::default(),
             search: SearchConfig::default(),
             lexical: LexicalConfig::default(),
+            context: ContextConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -178,6 +180,43 @@ impl Default for SearchConfig {
             lexical_weight: 1.0,
             dense_weight: 1.5,
             default_top_k: 8,
+        }
+    }
+}
+
+/// Context search: how records are segmented and how segments are ranked. The lexical keys are
+/// applied by shards and must be the same on every shard of a deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// Words a segment aims for; paragraphs and sentences are packed up to it.
+    pub segment_words: u32,
+    /// Words of the previous segment's last sentences repeated at the start of the next (at most).
+    pub overlap_words: u32,
+    /// Candidates each retriever contributes to fusion (segments).
+    pub candidates: u32,
+    pub lexical_weight: f64,
+    pub dense_weight: f64,
+    /// BM25F weight of the record's display name, repeated on each of its segments.
+    pub title_weight: f32,
+    /// BM25F weight of the segment's text.
+    pub text_weight: f32,
+    pub k1: f32,
+    pub b: f32,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            segment_words: 150,
+            overlap_words: 30,
+            candidates: 100,
+            lexical_weight: 1.0,
+            dense_weight: 1.0,
+            title_weight: 1.0,
+            text_weight: 1.0,
+            k1: 1.2,
+            b: 0.75,
         }
     }
 }
@@ -348,6 +387,53 @@ impl Config {
                 "postgres.schema: must match [a-z][a-z0-9_]*, got `{schema}`"
             ));
         }
+        let c = &self.context;
+        if !(16..=1000).contains(&c.segment_words) {
+            errors.push(format!(
+                "context.segment_words: must be between 16 and 1000, got {}",
+                c.segment_words
+            ));
+        }
+        if c.overlap_words >= c.segment_words / 2 {
+            errors.push(format!(
+                "context.overlap_words: must be less than half of context.segment_words, got {}",
+                c.overlap_words
+            ));
+        }
+        if !(50..=1000).contains(&c.candidates) {
+            errors.push(format!(
+                "context.candidates: must be between 50 and 1000, got {}",
+                c.candidates
+            ));
+        }
+        for (key, w) in [
+            ("context.lexical_weight", c.lexical_weight),
+            ("context.dense_weight", c.dense_weight),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                errors.push(format!("{key}: must be a finite number >= 0, got {w}"));
+            }
+        }
+        if c.lexical_weight == 0.0 && c.dense_weight == 0.0 {
+            errors.push(
+                "context.lexical_weight: at least one retriever weight must be > 0".to_string(),
+            );
+        }
+        for (key, w) in [
+            ("context.title_weight", c.title_weight),
+            ("context.text_weight", c.text_weight),
+            ("context.k1", c.k1),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                errors.push(format!("{key}: must be a finite number >= 0, got {w}"));
+            }
+        }
+        if c.title_weight + c.text_weight <= 0.0 {
+            errors.push("context.text_weight: at least one field weight must be > 0".to_string());
+        }
+        if !(0.0..=1.0).contains(&c.b) {
+            errors.push(format!("context.b: must be between 0 and 1, got {}", c.b));
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -420,6 +506,12 @@ mod shipped {
                 assert_eq!(
                     config.lexical,
                     LexicalConfig::default(),
+                    "{}: the example documents the defaults",
+                    path.display()
+                );
+                assert_eq!(
+                    config.context,
+                    ContextConfig::default(),
                     "{}: the example documents the defaults",
                     path.display()
                 );

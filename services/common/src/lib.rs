@@ -1,10 +1,13 @@
 //! Types every agentsearch crate shares: the error table and envelope, configuration, ids, the tool
-//! model, and the internal shard API as a trait. It owns no I/O beyond reading configuration.
+//! model, the content model of context search (ACL tokens, pointers, segmentation), and the
+//! internal shard API as a trait. It owns no I/O beyond reading configuration.
 
 pub mod auth;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod ids;
+pub mod segment;
 pub mod shard;
 pub mod telemetry;
 pub mod tool;

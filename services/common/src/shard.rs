@@ -23,6 +23,22 @@ pub trait ShardApi: Send + Sync + 'static {
     async fn upsert_tools(&self, request: ShardUpsertRequest) -> Result<ShardWriteResponse>;
     /// Deletes tools (by name) of one integration; unknown names are ignored.
     async fn delete_tools(&self, request: ShardDeleteRequest) -> Result<ShardWriteResponse>;
+
+    /// BM25 statistics of the query's terms over the named syncs' segment indexes.
+    async fn context_term_stats(&self, request: ContextStatsRequest) -> Result<TermStats>;
+    /// Ranked lexical and dense segments of the named syncs that the caller's principals may
+    /// read; nothing else leaves the shard.
+    async fn search_segments(&self, request: ContextSearchRequest)
+    -> Result<ContextSearchResponse>;
+    /// Inserts or replaces records (all of their segments) in the sync's segment index.
+    async fn upsert_segments(&self, request: SegmentUpsertRequest) -> Result<ShardWriteResponse>;
+    /// Deletes records (every segment) from the sync's index; unknown ids are ignored.
+    async fn delete_records(&self, request: RecordDeleteRequest) -> Result<ShardWriteResponse>;
+    /// A segment and its neighbours, if the principals may read its record.
+    async fn read_segments(
+        &self,
+        request: ReadSegmentsRequest,
+    ) -> Result<Option<ReadSegmentsResponse>>;
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,5 +202,171 @@ pub struct ShardWriteResponse {
     /// Tools written or deleted.
     pub affected: u64,
     /// The index generation after the write (deletes; 0 for multi-index upserts).
+    pub generation: u64,
+}
+
+// ---- Context search: segment indexes, one per (project, sync). ----
+
+/// One segment (passage) of a record as a shard indexes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexedSegment {
+    /// Position in the record, from 0.
+    pub ordinal: u32,
+    pub text: String,
+    /// Its embedding (unit length, the index's dimension).
+    pub vector: Vec<f32>,
+}
+
+/// A record with everything a shard indexes: metadata, who may read it, and its segments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexedRecord {
+    pub record_id: String,
+    pub display_name: Option<String>,
+    /// How many times the record has been (re)ingested.
+    pub generation: u64,
+    /// Principal tokens of its ACL ([`crate::context::Acl::tokens`]); empty = nobody.
+    pub principals: Vec<String>,
+    /// Every segment of the record, in order; they replace whatever the index held for it.
+    pub segments: Vec<IndexedSegment>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SegmentUpsertRequest {
+    pub project_id: String,
+    pub sync_id: String,
+    pub records: Vec<IndexedRecord>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordDeleteRequest {
+    pub project_id: String,
+    pub sync_id: String,
+    pub record_ids: Vec<String>,
+}
+
+/// Statistics of a query's terms over the named syncs' segment indexes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContextStatsRequest {
+    pub project_id: String,
+    pub sync_ids: Vec<String>,
+    pub query: String,
+}
+
+/// One sync to search and the caller's principal tokens there: a segment is visible only if its
+/// record's tokens share one with these.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncScope {
+    pub sync_id: String,
+    pub principals: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContextSearchRequest {
+    pub project_id: String,
+    pub syncs: Vec<SyncScope>,
+    pub query: String,
+    /// The query embedding; `None` skips the dense retriever.
+    pub vector: Option<Vec<f32>>,
+    /// Candidates per retriever.
+    pub limit: u32,
+    pub lexical: bool,
+    /// Global statistics; `None` uses the searched indexes' own.
+    pub stats: Option<TermStats>,
+}
+
+/// One ranked segment of one retriever.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentHit {
+    pub sync_id: String,
+    pub record_id: String,
+    pub ordinal: u32,
+    pub score: f32,
+}
+
+impl SegmentHit {
+    /// A key naming the segment uniquely within a project.
+    pub fn key(&self) -> String {
+        segment_key(&self.sync_id, &self.record_id, self.ordinal)
+    }
+}
+
+/// The key of a segment within a project (sync and record ids cannot hold a newline).
+pub fn segment_key(sync_id: &str, record_id: &str, ordinal: u32) -> String {
+    format!("{sync_id}\n{record_id}\n{ordinal}")
+}
+
+/// Order of segment hits: score descending, then sync, record and ordinal ascending.
+pub fn segment_hit_order(a: &SegmentHit, b: &SegmentHit) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| a.sync_id.cmp(&b.sync_id))
+        .then_with(|| a.record_id.cmp(&b.record_id))
+        .then_with(|| a.ordinal.cmp(&b.ordinal))
+}
+
+/// A stored segment as a shard returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentData {
+    pub sync_id: String,
+    pub record_id: String,
+    pub ordinal: u32,
+    pub text: String,
+}
+
+/// A record's metadata as a shard returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordInfo {
+    pub sync_id: String,
+    pub record_id: String,
+    pub display_name: Option<String>,
+    pub generation: u64,
+    /// Segments the record has.
+    pub segments: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContextSearchResponse {
+    /// Visible lexical candidates, best first ([`segment_hit_order`]), at most `limit`.
+    pub lexical: Vec<SegmentHit>,
+    /// Visible dense candidates, best first, at most `limit`.
+    pub dense: Vec<SegmentHit>,
+    /// Visible segments holding at least one query term, over all searched syncs (the lexical
+    /// candidates are the best `limit` of these).
+    pub lexical_matched: u64,
+    /// The text of every segment in `lexical` or `dense`.
+    pub segments: Vec<SegmentData>,
+    /// The record of every segment in `segments`.
+    pub records: Vec<RecordInfo>,
+    /// Syncs (in `integration`) or retrievers that failed; the rest of the answer is valid.
+    pub failures: Vec<PartFailure>,
+    pub timings: ShardTimings,
+}
+
+/// Read around one segment, for a caller holding `principals` in the segment's sync.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadSegmentsRequest {
+    pub project_id: String,
+    pub sync_id: String,
+    pub record_id: String,
+    pub ordinal: u32,
+    /// Segments before and after the anchor.
+    pub before: u32,
+    pub after: u32,
+    pub principals: Vec<String>,
+}
+
+/// The anchor's record and the segments read, in order. `None` from the shard when the record,
+/// the segment or the permission is missing: the three are not told apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadSegmentsResponse {
+    pub record: RecordInfo,
+    pub segments: Vec<SegmentData>,
+}
+
+/// Size of one sync's segment index on a shard.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentIndexInfo {
+    pub records: u64,
+    pub segments: u64,
     pub generation: u64,
 }

@@ -1,6 +1,7 @@
-//! Lexical scoring: BM25F (Robertson, Zaragoza and Taylor, CIKM 2004) over the name,
-//! description and parameter fields, with weights of the query's terms computed once from global
-//! statistics and term-at-a-time scoring of one segment's postings.
+//! Lexical scoring: BM25F (Robertson, Zaragoza and Taylor, CIKM 2004) over any number of weighted
+//! text fields (a tool's name, description and parameters; a segment's title and text), with
+//! weights of the query's terms computed once from global statistics and term-at-a-time scoring of
+//! one segment's postings.
 //!
 //! For a query term `t` and a document `d`, each field `f` contributes a length-normalised, weighted
 //! frequency `w_f * tf_f / (1 - b + b * len_f / avglen_f)`; the sum over fields `x` is saturated
@@ -13,69 +14,83 @@
 
 use std::sync::Arc;
 
-use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::TermStats;
-use tantivy::InvertedIndexReader;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::Postings;
-use tantivy::schema::IndexRecordOption;
-use tantivy::{DocSet, SegmentReader, TERMINATED, Term};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term};
 
 use crate::error::Result;
-use crate::schema::{Fields, TEXT_FIELDS};
 
-/// One term of a lexical query: its idf and, per field in [`TEXT_FIELDS`] order, its weight over
-/// the field's average length (0 where no document of the collection holds it in that field).
+/// One term of a lexical query: its idf and, per field of the query (in the order its fields were
+/// given), its weight (0 where no document of the collection holds it in that field).
 pub struct LexicalTerm {
     pub text: String,
     pub idf: f32,
-    field_scale: [f32; 3],
+    field_scale: Box<[f32]>,
 }
 
-/// A lexical query ready to score any index of the collection the statistics describe.
+/// A lexical query ready to score any index of the collection the statistics describe, over the
+/// fields named when it was built (the same fields, in the same order, are passed to
+/// [`LexicalQuery::score_segment`]).
 #[derive(Default)]
 pub struct LexicalQuery {
     terms: Vec<LexicalTerm>,
     k1: f32,
     b: f32,
-    /// Average field lengths, in [`TEXT_FIELDS`] order.
-    average: [f32; 3],
+    /// Average field lengths, in the query's field order.
+    average: Box<[f32]>,
+}
+
+/// Scratch space of [`LexicalQuery::score_segment`], reusable across segments, indexes and queries.
+#[derive(Default)]
+pub struct ScoreBuffers {
+    /// `scores[doc]`: the document's score in the last segment scored (0 = no match).
+    pub scores: Vec<f32>,
+    /// The documents of the last segment scored with a non-zero score, in first-match order.
+    pub matched: Vec<u32>,
+    freqs: Vec<f32>,
+    touched: Vec<u32>,
 }
 
 impl LexicalQuery {
-    /// Weights for the analyzed `terms` from `stats` (summed over every searched index and shard).
-    /// Terms that no document holds are left out.
-    pub fn new(terms: &[String], stats: &TermStats, params: &LexicalConfig) -> Self {
+    /// Weights for the analyzed `terms` from `stats` (summed over every searched index and shard),
+    /// over `fields` as `(field name in the statistics, BM25F weight)`, with saturation `k1` and
+    /// length normalisation `b`. Terms that no document holds in a field of positive weight are
+    /// left out.
+    pub fn new(
+        terms: &[String],
+        stats: &TermStats,
+        fields: &[(&str, f32)],
+        k1: f32,
+        b: f32,
+    ) -> Self {
         let mut query = LexicalQuery {
-            k1: params.k1.max(0.0),
-            b: params.b.clamp(0.0, 1.0),
+            k1: k1.max(0.0),
+            b: b.clamp(0.0, 1.0),
+            average: vec![0.0; fields.len()].into(),
             ..LexicalQuery::default()
         };
         if stats.total_docs == 0 {
             return query;
         }
         let n = stats.total_docs as f32;
-        for (i, field) in TEXT_FIELDS.iter().enumerate() {
+        for (i, (field, _)) in fields.iter().enumerate() {
             let tokens = stats.field_tokens.get(*field).copied().unwrap_or(0);
             query.average[i] = (tokens as f32 / n).max(1.0);
         }
-        let weights = [
-            params.name_weight,
-            params.description_weight,
-            params.params_weight,
-        ];
         for term in terms {
             let mut df = 0u64;
-            let mut field_scale = [0.0f32; 3];
-            for (i, field) in TEXT_FIELDS.iter().enumerate() {
+            let mut field_scale = vec![0.0f32; fields.len()].into_boxed_slice();
+            for (i, (field, weight)) in fields.iter().enumerate() {
                 let field_df = stats
                     .doc_freqs
                     .get(&(field.to_string(), term.clone()))
                     .copied()
                     .unwrap_or(0);
-                if field_df > 0 && weights[i] > 0.0 {
+                if field_df > 0 && *weight > 0.0 {
                     df = df.max(field_df);
-                    field_scale[i] = weights[i];
+                    field_scale[i] = *weight;
                 }
             }
             if df == 0 {
@@ -95,33 +110,40 @@ impl LexicalQuery {
         self.terms.is_empty()
     }
 
-    /// Scores every document of `segment` matching any term: `scores[doc]` (resized to the
-    /// segment) holds the sum, `matched` the documents with a non-zero score, in first-match order.
-    /// `freqs` is scratch space.
+    /// Scores every document of `segment` matching any term: `buffers.scores[doc]` (resized to the
+    /// segment) holds the sum, `buffers.matched` the documents with a non-zero score, in
+    /// first-match order. `fields` are the index's fields in the order the query was built with.
     pub fn score_segment(
         &self,
         segment: &SegmentReader,
-        fields: &Fields,
-        scores: &mut Vec<f32>,
-        matched: &mut Vec<u32>,
-        freqs: &mut Vec<f32>,
+        fields: &[Field],
+        buffers: &mut ScoreBuffers,
     ) -> Result<()> {
+        let ScoreBuffers {
+            scores,
+            matched,
+            freqs,
+            touched,
+        } = buffers;
         let max_doc = segment.max_doc() as usize;
         scores.clear();
         scores.resize(max_doc, 0.0);
         freqs.clear();
         freqs.resize(max_doc, 0.0);
         matched.clear();
-        let mut readers: [Option<(Arc<InvertedIndexReader>, FieldNormReader)>; 3] =
-            [None, None, None];
-        let mut touched: Vec<u32> = Vec::new();
+        if self.terms.is_empty() {
+            return Ok(());
+        }
+        debug_assert_eq!(fields.len(), self.average.len(), "fields of the query");
+        let mut readers: Vec<Option<(Arc<InvertedIndexReader>, FieldNormReader)>> =
+            (0..fields.len()).map(|_| None).collect();
         for term in &self.terms {
             touched.clear();
             for (i, scale) in term.field_scale.iter().enumerate() {
                 if *scale == 0.0 {
                     continue;
                 }
-                let field = fields.text_field(TEXT_FIELDS[i]).expect("text field");
+                let field = fields[i];
                 let (inverted, norms) = match &mut readers[i] {
                     Some(r) => r,
                     None => readers[i].insert((
@@ -149,7 +171,7 @@ impl LexicalQuery {
                     doc = postings.advance();
                 }
             }
-            for &doc in &touched {
+            for &doc in touched.iter() {
                 let x = std::mem::take(&mut freqs[doc as usize]);
                 let slot = &mut scores[doc as usize];
                 if *slot == 0.0 {
@@ -160,4 +182,33 @@ impl LexicalQuery {
         }
         Ok(())
     }
+}
+
+/// Adds the BM25 statistics of `terms` (analyzed query terms) over `fields` (as
+/// `(name in the statistics, field)`) of every segment of `searcher` to `stats`. Like tantivy's own
+/// statistics, deleted documents still count until merged away.
+pub fn add_term_stats(
+    searcher: &Searcher,
+    fields: &[(&str, Field)],
+    terms: &[String],
+    stats: &mut TermStats,
+) -> Result<()> {
+    for segment in searcher.segment_readers() {
+        stats.total_docs += u64::from(segment.max_doc());
+        for (field_name, field) in fields {
+            let inverted = segment.inverted_index(*field)?;
+            *stats
+                .field_tokens
+                .entry(field_name.to_string())
+                .or_default() += inverted.total_num_tokens();
+            for term in terms {
+                let df = inverted.doc_freq(&Term::from_field_text(*field, term))?;
+                *stats
+                    .doc_freqs
+                    .entry((field_name.to_string(), term.clone()))
+                    .or_default() += u64::from(df);
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! The indexes of one agentsearch shard: per project and integration, a tantivy (BM25) index and a
 //! FAISS (dense) index ([`IntegrationIndex`]), persisted under the shard's data dir, and
-//! [`ToolIndexes`], which routes writes to them and searches many of them as one.
+//! [`ToolIndexes`], which routes writes to them and searches many of them as one; and for context
+//! search, per project and sync, a segment index ([`SegmentIndex`], [`SegmentIndexes`]).
 //!
 //! It owns on-disk layout, generations, analysis and filtering inside the index. It does not own
 //! fusion across retrievers, placement or embedding: those are the router's.
@@ -9,6 +10,7 @@ pub mod analyzer;
 pub mod error;
 pub mod lexical;
 pub mod schema;
+pub mod segment_index;
 pub mod tool_index;
 
 use std::collections::{HashMap, HashSet};
@@ -26,7 +28,8 @@ use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
 use parking_lot::RwLock;
 
 pub use error::{IndexError, Result};
-pub use lexical::LexicalQuery;
+pub use lexical::{LexicalQuery, ScoreBuffers};
+pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
 pub use tool_index::{IntegrationIndex, Scored, ToolFilter};
 
 type Key = (String, String);
@@ -181,7 +184,13 @@ impl ToolIndexes {
                     &own
                 }
             };
-            LexicalQuery::new(&terms, stats, &self.lexical)
+            LexicalQuery::new(
+                &terms,
+                stats,
+                &schema::weighted_fields(&self.lexical),
+                self.lexical.k1,
+                self.lexical.b,
+            )
         };
         // Many indexes: split them over the cores (queries of one client then use the machine).
         let started = Instant::now();
@@ -338,8 +347,9 @@ fn search_part(
     let mut part = Part::default();
     let started = Instant::now();
     if let Some(query) = lexical {
+        let mut buffers = ScoreBuffers::default();
         for (i, index) in indexes.iter().enumerate() {
-            match index.search_lexical(query, filter, limit) {
+            match index.search_lexical_with(query, filter, limit, &mut buffers) {
                 Ok(s) => pool(&mut part.pools, 0, offset + i, s),
                 Err(err) => part.failures.push(failure(index, "lexical", &err)),
             }

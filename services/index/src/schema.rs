@@ -4,6 +4,8 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 
+use agentsearch_common::config::LexicalConfig;
+
 use crate::analyzer::ANALYZER;
 
 /// Full-text fields searched by the lexical retriever.
@@ -37,6 +39,31 @@ impl Fields {
             _ => None,
         }
     }
+
+    /// The full-text fields, in [`TEXT_FIELDS`] order.
+    pub fn text_fields(&self) -> [Field; 3] {
+        [self.name, self.description, self.params]
+    }
+
+    /// The full-text fields with their names, in [`TEXT_FIELDS`] order.
+    pub fn named_text_fields(&self) -> [(&'static str, Field); 3] {
+        let [name, description, params] = TEXT_FIELDS;
+        [
+            (name, self.name),
+            (description, self.description),
+            (params, self.params),
+        ]
+    }
+}
+
+/// The BM25F fields of a tool query and their weights, in [`TEXT_FIELDS`] order.
+pub fn weighted_fields(params: &LexicalConfig) -> [(&'static str, f32); 3] {
+    let [name, description, text] = TEXT_FIELDS;
+    [
+        (name, params.name_weight),
+        (description, params.description_weight),
+        (text, params.params_weight),
+    ]
 }
 
 pub fn build_schema() -> (Schema, Fields) {

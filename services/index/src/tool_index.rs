@@ -32,15 +32,15 @@ use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDoc
 
 use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
-use crate::lexical::LexicalQuery;
-use crate::schema::{Fields, TEXT_FIELDS, build_schema, resolve};
+use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::schema::{Fields, build_schema, resolve};
 
 /// Indexes with at most this many documents are merged into a single segment after each write
 /// (rewriting up to this many small documents per write); larger ones use tantivy's log merge policy.
-const MERGE_INTO_ONE_BELOW: u64 = 20_000;
+pub(crate) const MERGE_INTO_ONE_BELOW: u64 = 20_000;
 
 /// Memory of the one-thread tantivy writer (tantivy's minimum is 15 MB).
-const WRITER_MEMORY: usize = 15_000_000;
+pub(crate) const WRITER_MEMORY: usize = 15_000_000;
 
 /// Which tools a search may return, and which it reports as excluded by the side-effect ceiling.
 #[derive(Clone, Debug, Default)]
@@ -67,14 +67,14 @@ pub struct Scored {
 }
 
 #[derive(Serialize, Deserialize)]
-struct VectorsMeta {
-    generation: u64,
-    dim: usize,
+pub(crate) struct VectorsMeta {
+    pub(crate) generation: u64,
+    pub(crate) dim: usize,
 }
 
 /// Vector ids are already hashes (FNV-1a of the name): use them as their own hash.
 #[derive(Clone, Copy, Default)]
-struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl std::hash::Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -90,7 +90,7 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 struct State {
     /// The searcher of the committed generation `generation`, published with the maps below.
@@ -117,28 +117,10 @@ pub struct IntegrationIndex {
 impl IntegrationIndex {
     /// Opens the index in `dir`, creating an empty one if the directory holds none.
     pub fn open(dir: &Path, integration: &str) -> Result<Self> {
-        let tantivy_dir = dir.join("tantivy");
-        fs::create_dir_all(&tantivy_dir)?;
         let (schema, _) = build_schema();
-        let index = if tantivy_dir.join("meta.json").exists() {
-            Index::open_in_dir(&tantivy_dir)?
-        } else {
-            Index::create_in_dir(&tantivy_dir, schema)?
-        };
-        index.tokenizers().register(ANALYZER, text_analyzer());
-        let fields = resolve(&index.schema()).ok_or_else(|| {
-            IndexError::Corrupt(format!("{}: unexpected schema", tantivy_dir.display()))
-        })?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        let generation = index
-            .load_metas()?
-            .payload
-            .and_then(|p| p.parse::<u64>().ok())
-            .unwrap_or(0);
-
+        let (index, reader, generation) = open_tantivy(dir, schema)?;
+        let fields = resolve(&index.schema())
+            .ok_or_else(|| IndexError::Corrupt(format!("{}: unexpected schema", dir.display())))?;
         let state = load_state(reader.searcher(), &fields, generation, Some(dir))?;
         let this = Self {
             dir: dir.to_path_buf(),
@@ -169,7 +151,7 @@ impl IntegrationIndex {
         let columns = id_columns(&state.searcher);
         let applied = reloaded
             .map_err(IndexError::from)
-            .and_then(|()| columns)
+            .and(columns)
             .and_then(|columns| {
                 state.id_columns = columns;
                 update(&mut state)
@@ -361,26 +343,7 @@ impl IntegrationIndex {
     /// Adds this index's BM25 statistics for `terms` (analyzed query terms) to `stats`.
     pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
         let searcher = self.state.read().searcher.clone();
-        for segment in searcher.segment_readers() {
-            // Like tantivy's own statistics: deleted documents still count until merged away.
-            stats.total_docs += u64::from(segment.max_doc());
-            for field_name in TEXT_FIELDS {
-                let field = self.fields.text_field(field_name).expect("text field");
-                let inverted = segment.inverted_index(field)?;
-                *stats
-                    .field_tokens
-                    .entry(field_name.to_string())
-                    .or_default() += inverted.total_num_tokens();
-                for term in terms {
-                    let df = inverted.doc_freq(&Term::from_field_text(field, term))?;
-                    *stats
-                        .doc_freqs
-                        .entry((field_name.to_string(), term.clone()))
-                        .or_default() += u64::from(df);
-                }
-            }
-        }
-        Ok(())
+        lexical::add_term_stats(&searcher, &self.fields.named_text_fields(), terms, stats)
     }
 
     /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,
@@ -393,22 +356,34 @@ impl IntegrationIndex {
         filter: &ToolFilter,
         limit: usize,
     ) -> Result<Scored> {
+        self.search_lexical_with(query, filter, limit, &mut ScoreBuffers::default())
+    }
+
+    /// [`IntegrationIndex::search_lexical`] with scratch space reused across calls.
+    pub fn search_lexical_with(
+        &self,
+        query: &LexicalQuery,
+        filter: &ToolFilter,
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Result<Scored> {
         let mut out = Scored::default();
         if query.is_empty() || limit == 0 {
             return Ok(out);
         }
         let state = self.state.read();
         let searcher = &state.searcher;
-        let mut scores: Vec<f32> = Vec::new();
-        let mut matched: Vec<u32> = Vec::new();
-        let mut freqs: Vec<f32> = Vec::new();
+        let fields = self.fields.text_fields();
         for (segment, ids) in searcher.segment_readers().iter().zip(&state.id_columns) {
-            query.score_segment(segment, &self.fields, &mut scores, &mut matched, &mut freqs)?;
+            query.score_segment(segment, &fields, buffers)?;
+            let ScoreBuffers {
+                scores, matched, ..
+            } = &*buffers;
             if matched.is_empty() {
                 continue;
             }
             let alive = segment.alive_bitset();
-            for &doc in &matched {
+            for &doc in matched {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
                     continue;
                 }
@@ -511,29 +486,37 @@ impl IntegrationIndex {
 
     fn save_vectors(&self) -> Result<()> {
         let state = self.state.read();
-        let Some(vectors) = &state.vectors else {
-            return Ok(());
-        };
-        let tmp = self.dir.join("vectors.faiss.tmp");
-        faiss::write_index(vectors, path_str(&tmp)?)?;
-        fs::File::open(&tmp)?.sync_all()?;
-        fs::rename(&tmp, self.dir.join("vectors.faiss"))?;
-        let meta = serde_json::to_vec(&VectorsMeta {
-            generation: state.generation,
-            dim: state.dim,
-        })
-        .map_err(|e| IndexError::Corrupt(e.to_string()))?;
-        let tmp = self.dir.join("vectors.json.tmp");
-        fs::write(&tmp, meta)?;
-        fs::File::open(&tmp)?.sync_all()?;
-        fs::rename(&tmp, self.dir.join("vectors.json"))?;
-        Ok(())
+        match &state.vectors {
+            Some(vectors) => write_snapshot(&self.dir, vectors, state.generation, state.dim),
+            None => Ok(()),
+        }
     }
+}
+
+/// Writes the FAISS snapshot of `generation` to `dir` (`vectors.faiss`, then `vectors.json`), each
+/// file replaced atomically.
+pub(crate) fn write_snapshot(
+    dir: &Path,
+    vectors: &IdMap<FlatIndexImpl>,
+    generation: u64,
+    dim: usize,
+) -> Result<()> {
+    let tmp = dir.join("vectors.faiss.tmp");
+    faiss::write_index(vectors, path_str(&tmp)?)?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, dir.join("vectors.faiss"))?;
+    let meta = serde_json::to_vec(&VectorsMeta { generation, dim })
+        .map_err(|e| IndexError::Corrupt(e.to_string()))?;
+    let tmp = dir.join("vectors.json.tmp");
+    fs::write(&tmp, meta)?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, dir.join("vectors.json"))?;
+    Ok(())
 }
 
 /// Commits with the generation as payload, then merges the index into one segment while it is
 /// small (a per-integration index usually is): a query then pays its per-segment costs once.
-fn commit(
+pub(crate) fn commit(
     index: &Index,
     mut writer: tantivy::IndexWriter<TantivyDocument>,
     generation: u64,
@@ -554,6 +537,32 @@ fn commit(
         tracing::warn!(error = %err, "closing the index writer after a commit failed");
     }
     Ok(())
+}
+
+/// Opens the tantivy index in `dir/tantivy` (created with `schema` if there is none), with the
+/// analyzer registered, a manually reloaded reader, and the generation of its last commit.
+pub(crate) fn open_tantivy(
+    dir: &Path,
+    schema: tantivy::schema::Schema,
+) -> Result<(Index, IndexReader, u64)> {
+    let tantivy_dir = dir.join("tantivy");
+    fs::create_dir_all(&tantivy_dir)?;
+    let index = if tantivy_dir.join("meta.json").exists() {
+        Index::open_in_dir(&tantivy_dir)?
+    } else {
+        Index::create_in_dir(&tantivy_dir, schema)?
+    };
+    index.tokenizers().register(ANALYZER, text_analyzer());
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    let generation = index
+        .load_metas()?
+        .payload
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0);
+    Ok((index, reader, generation))
 }
 
 /// Reads every stored tool of the committed index. The vector index comes from the snapshot in
@@ -627,7 +636,10 @@ fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>
 }
 
 /// The FAISS snapshot in `dir`, if it was written at `generation`.
-fn read_snapshot(dir: &Path, generation: u64) -> Result<Option<(IdMap<FlatIndexImpl>, usize)>> {
+pub(crate) fn read_snapshot(
+    dir: &Path,
+    generation: u64,
+) -> Result<Option<(IdMap<FlatIndexImpl>, usize)>> {
     let meta: Option<VectorsMeta> = fs::read(dir.join("vectors.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
@@ -643,7 +655,7 @@ fn read_snapshot(dir: &Path, generation: u64) -> Result<Option<(IdMap<FlatIndexI
     }
 }
 
-fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
+pub(crate) fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
     let Some((_, first)) = stored.first() else {
         return Ok((None, 0));
     };
@@ -660,26 +672,26 @@ fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, 
     Ok((Some(index), dim))
 }
 
-fn remove_vectors(vectors: &mut IdMap<FlatIndexImpl>, ids: &[u64]) -> Result<()> {
+pub(crate) fn remove_vectors(vectors: &mut IdMap<FlatIndexImpl>, ids: &[u64]) -> Result<()> {
     let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
     let selector = IdSelector::batch(&labels)?;
     vectors.remove_ids(&selector)?;
     Ok(())
 }
 
-fn meta_generation(dir: &Path) -> Option<u64> {
+pub(crate) fn meta_generation(dir: &Path) -> Option<u64> {
     fs::read(dir.join("vectors.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<VectorsMeta>(&b).ok())
         .map(|m| m.generation)
 }
 
-fn path_str(path: &Path) -> Result<&str> {
+pub(crate) fn path_str(path: &Path) -> Result<&str> {
     path.to_str()
         .ok_or_else(|| IndexError::Corrupt(format!("non-UTF-8 path {}", path.display())))
 }
 
-fn corrupt(what: &str) -> IndexError {
+pub(crate) fn corrupt(what: &str) -> IndexError {
     IndexError::Corrupt(format!("stored document without a valid {what}"))
 }
 
@@ -693,11 +705,11 @@ pub fn stable_id(name: &str) -> u64 {
     hash >> 2
 }
 
-fn encode_vector(v: &[f32]) -> Vec<u8> {
+pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+pub(crate) fn decode_vector(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -1,6 +1,7 @@
 //! Metadata of agentsearch: projects, the placement of integrations on shards, and the catalog
 //! ledger (tool name -> integration and content hash, which makes ingest idempotent and lets a
-//! tool move between integrations). Two implementations behind [`MetadataStore`]: PostgreSQL
+//! tool move between integrations), and the metadata of context search (syncs, what each knows
+//! of its records and their ACLs, and the source's group memberships). Two implementations behind [`MetadataStore`]: PostgreSQL
 //! ([`PgStore`], distributed mode) and embedded SQLite ([`SqliteStore`], `serve`), with the same
 //! schema and migrations, checked by one conformance suite.
 //!
@@ -24,6 +25,9 @@ pub enum StoreError {
     /// A query failed.
     #[error("metadata store error: {0}")]
     Backend(String),
+    /// The named object does not exist (or belongs to another project).
+    #[error("{0}")]
+    NotFound(String),
 }
 
 impl From<StoreError> for agentsearch_common::Error {
@@ -34,6 +38,7 @@ impl From<StoreError> for agentsearch_common::Error {
                 agentsearch_common::Error::Unavailable("the metadata store is unavailable".into())
             }
             StoreError::Backend(m) => agentsearch_common::Error::Internal(m),
+            StoreError::NotFound(m) => agentsearch_common::Error::NotFound(m),
         }
     }
 }
@@ -42,6 +47,7 @@ impl From<StoreError> for agentsearch_common::Error {
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_catalog.sql")),
     (2, include_str!("../migrations/0002_stale_integrations.sql")),
+    (3, include_str!("../migrations/0003_context.sql")),
 ];
 
 /// Where one integration of a project lives.
@@ -63,11 +69,40 @@ pub struct CatalogEntry {
     pub stale: Vec<String>,
 }
 
-pub(crate) fn join_stale(stale: &[String]) -> String {
-    stale.join(",")
+/// A sync: one connected source of one owner, delivering records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncRow {
+    pub id: String,
+    pub project_id: String,
+    pub source: String,
+    pub owner: String,
+    /// Shard ids, primary first.
+    pub shard_ids: Vec<String>,
+    pub generation: u64,
+    pub records: u64,
+    pub segments: u64,
+    pub created_at_ms: i64,
+    pub last_ingest_at_ms: Option<i64>,
 }
 
-pub(crate) fn split_stale(text: &str) -> Vec<String> {
+/// What the store knows of one record of a sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordEntry {
+    pub record_id: String,
+    pub generation: u64,
+    /// Empty while a write of the record is pending.
+    pub content_hash: String,
+    pub segments: u64,
+    /// Principal tokens of the record's ACL, sorted.
+    pub principals: Vec<String>,
+}
+
+/// A comma separated list (stale integrations, shard ids) as stored.
+pub(crate) fn join_list(items: &[String]) -> String {
+    items.join(",")
+}
+
+pub(crate) fn split_list(text: &str) -> Vec<String> {
     text.split(',')
         .filter(|s| !s.is_empty())
         .map(str::to_string)
@@ -100,12 +135,178 @@ pub trait MetadataStore: Send + Sync + 'static {
     async fn delete_catalog_entries(&self, project_id: &str, names: &[String]) -> Result<u64>;
     /// Tools in the project's ledger.
     async fn catalog_size(&self, project_id: &str) -> Result<u64>;
+
+    // Context search. Every method sees only the syncs of `project_id`: a sync of another project
+    // reads as absent (None, empty, 0) and writes to it fail with [`StoreError::NotFound`].
+
+    /// Creates the sync (counters start at 0, `created_at` now; the project row is created if
+    /// missing) unless one with this id exists; returns the row in force (the existing one wins;
+    /// the caller compares it). An id taken by another project's sync is an error.
+    async fn create_sync(&self, sync: &SyncRow) -> Result<SyncRow>;
+    async fn get_sync(&self, project_id: &str, sync_id: &str) -> Result<Option<SyncRow>>;
+    /// Ordered by created_at then id.
+    async fn list_syncs(&self, project_id: &str) -> Result<Vec<SyncRow>>;
+    /// Entries of the named records that exist (any order), principals sorted.
+    async fn record_entries(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<Vec<RecordEntry>>;
+    /// Clears the content hash of the named records that exist (a write of them is in flight).
+    async fn mark_records_pending(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<()>;
+    /// In one transaction: inserts or replaces the entries (and replaces each one's principals;
+    /// of entries naming the same record the last wins), recomputes the sync's `records` and
+    /// `segments` totals from its records, bumps its generation by one and sets `last_ingest_at`
+    /// to now. Returns the new sync generation. An empty slice changes nothing and returns the
+    /// current generation.
+    async fn put_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        entries: &[RecordEntry],
+    ) -> Result<u64>;
+    /// In one transaction: removes the named records and their principals, recomputes totals, and
+    /// if any existed bumps the generation and sets `last_ingest_at` to now. Returns (how many
+    /// existed, generation after).
+    async fn delete_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<(u64, u64)>;
+    /// Replaces the members of each named group (an empty member list removes the group; of
+    /// entries naming the same group the last wins), in one transaction.
+    async fn put_group_members(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        groups: &[(String, Vec<String>)],
+    ) -> Result<()>;
+    /// Distinct group ids of the sync having any of `members` as a member, sorted.
+    async fn member_groups(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        members: &[String],
+    ) -> Result<Vec<String>>;
+    /// Memberships of `members` in groups of the named syncs of the project, as
+    /// `(sync id, group id, member)`, sorted: one query for every sync a search covers.
+    async fn group_memberships(
+        &self,
+        project_id: &str,
+        sync_ids: &[String],
+        members: &[String],
+    ) -> Result<Vec<(String, String, String)>>;
+    /// Sum of `segments` over the sync's records whose principals share at least one with
+    /// `principals` (any content hash).
+    async fn readable_segments(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        principals: &[String],
+    ) -> Result<u64>;
 }
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub(crate) fn unknown_sync(sync_id: &str) -> StoreError {
+    StoreError::NotFound(format!("sync `{sync_id}` not found"))
+}
+
+pub(crate) fn sync_taken(sync_id: &str) -> StoreError {
+    StoreError::Backend(format!("sync id `{sync_id}` is taken by another project"))
+}
+
+/// A count or generation as stored (BIGINT).
+pub(crate) fn to_i64(value: u64) -> Result<i64> {
+    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} is out of range")))
+}
+
+/// A stored count or generation (never negative).
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// A record entry ready to bind: generation and segments as stored, principals deduplicated.
+pub(crate) struct RecordRow {
+    pub record_id: String,
+    pub generation: i64,
+    pub content_hash: String,
+    pub segments: i64,
+    pub principals: Vec<String>,
+}
+
+/// The entries to write, one per record (the last of several naming the same record wins).
+pub(crate) fn record_rows(entries: &[RecordEntry]) -> Result<Vec<RecordRow>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries.iter().rev() {
+        if !seen.insert(e.record_id.as_str()) {
+            continue;
+        }
+        let mut principals = e.principals.clone();
+        principals.sort_unstable();
+        principals.dedup();
+        out.push(RecordRow {
+            record_id: e.record_id.clone(),
+            generation: to_i64(e.generation)?,
+            content_hash: e.content_hash.clone(),
+            segments: to_i64(e.segments)?,
+            principals,
+        });
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// The groups to write, one per group id (the last wins), members deduplicated.
+pub(crate) fn group_rows(groups: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for (group, members) in groups.iter().rev() {
+        if !seen.insert(group.as_str()) {
+            continue;
+        }
+        let mut members = members.clone();
+        members.sort_unstable();
+        members.dedup();
+        out.push((group.clone(), members));
+    }
+    out.reverse();
+    out
+}
+
+/// Attaches (record id, principal) rows to their entries and sorts each one's principals.
+pub(crate) fn attach_principals(
+    mut entries: Vec<RecordEntry>,
+    rows: Vec<(String, String)>,
+) -> Vec<RecordEntry> {
+    let mut by_record: std::collections::HashMap<String, Vec<String>> =
+        std::collections::HashMap::new();
+    for (record_id, principal) in rows {
+        by_record.entry(record_id).or_default().push(principal);
+    }
+    for e in &mut entries {
+        let mut principals = by_record.remove(&e.record_id).unwrap_or_default();
+        principals.sort_unstable();
+        e.principals = principals;
+    }
+    entries
+}
+
+/// Syncs ordered by created_at then id (byte order, the same in both stores).
+pub(crate) fn sort_syncs(syncs: &mut [SyncRow]) {
+    syncs.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
 }
 
 /// Groups placement rows (project-ordered by integration, then replica) into [`Placement`]s.
@@ -240,5 +441,601 @@ pub mod conformance {
             .await
             .unwrap();
         assert_eq!(store.catalog_size(p).await.unwrap(), 4);
+
+        context(store, p, q).await;
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn rec(
+        id: &str,
+        generation: u64,
+        hash: &str,
+        segments: u64,
+        principals: &[&str],
+    ) -> RecordEntry {
+        RecordEntry {
+            record_id: id.into(),
+            generation,
+            content_hash: hash.into(),
+            segments,
+            principals: strings(principals),
+        }
+    }
+
+    async fn entries(
+        store: &dyn MetadataStore,
+        p: &str,
+        s: &str,
+        ids: &[&str],
+    ) -> Vec<RecordEntry> {
+        let mut got = store.record_entries(p, s, &strings(ids)).await.unwrap();
+        got.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+        got
+    }
+
+    async fn totals(store: &dyn MetadataStore, p: &str, s: &str) -> (u64, u64, u64) {
+        let sync = store.get_sync(p, s).await.unwrap().unwrap();
+        (sync.generation, sync.records, sync.segments)
+    }
+
+    async fn readable(store: &dyn MetadataStore, p: &str, s: &str, principals: &[&str]) -> u64 {
+        store
+            .readable_segments(p, s, &strings(principals))
+            .await
+            .unwrap()
+    }
+
+    async fn groups_of(
+        store: &dyn MetadataStore,
+        p: &str,
+        s: &str,
+        members: &[&str],
+    ) -> Vec<String> {
+        store.member_groups(p, s, &strings(members)).await.unwrap()
+    }
+
+    fn is_not_found<T: std::fmt::Debug>(result: Result<T>) -> bool {
+        matches!(result, Err(StoreError::NotFound(_)))
+    }
+
+    /// Context search: syncs, record entries and ACLs, groups.
+    async fn context(store: &dyn MetadataStore, p: &str, q: &str) {
+        let sync = |id: &str, project: &str, source: &str| SyncRow {
+            id: id.into(),
+            project_id: project.into(),
+            source: source.into(),
+            owner: "owner@b.com".into(),
+            shard_ids: strings(&["s2", "s1"]),
+            // Ignored by create_sync: counters start at 0.
+            generation: 7,
+            records: 9,
+            segments: 9,
+            created_at_ms: 0,
+            last_ingest_at_ms: Some(1),
+        };
+
+        // Create: counters at 0, created now; the first writer wins.
+        assert!(store.list_syncs(p).await.unwrap().is_empty());
+        let b = store
+            .create_sync(&sync("sync-b", p, "gdrive"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                b.id.as_str(),
+                b.project_id.as_str(),
+                b.source.as_str(),
+                b.owner.as_str()
+            ),
+            ("sync-b", p, "gdrive", "owner@b.com")
+        );
+        assert_eq!(b.shard_ids, ["s2", "s1"]);
+        assert_eq!(
+            (b.generation, b.records, b.segments, b.last_ingest_at_ms),
+            (0, 0, 0, None)
+        );
+        assert!(b.created_at_ms > 1_600_000_000_000);
+        let again = SyncRow {
+            source: "slack".into(),
+            owner: "other@b.com".into(),
+            shard_ids: strings(&["s3"]),
+            ..sync("sync-b", p, "slack")
+        };
+        assert_eq!(store.create_sync(&again).await.unwrap(), b);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let a = store
+            .create_sync(&sync("sync-a", p, "slack"))
+            .await
+            .unwrap();
+        assert!(a.created_at_ms > b.created_at_ms);
+        // Ordered by creation, then id.
+        assert_eq!(
+            store.list_syncs(p).await.unwrap(),
+            vec![b.clone(), a.clone()]
+        );
+        assert_eq!(store.get_sync(p, "sync-b").await.unwrap(), Some(b.clone()));
+        assert_eq!(store.get_sync(p, "nope").await.unwrap(), None);
+
+        // create_sync creates a missing project.
+        let r = "00000000-0000-4000-8000-0000000000dd";
+        let in_r = store
+            .create_sync(&sync("sync-r", r, "gdrive"))
+            .await
+            .unwrap();
+        assert_eq!(store.list_syncs(r).await.unwrap(), vec![in_r]);
+
+        // Another project's sync is invisible and untouchable.
+        let in_q = store.create_sync(&sync("sync-q", q, "jira")).await.unwrap();
+        assert!(store.create_sync(&sync("sync-q", p, "jira")).await.is_err());
+        assert_eq!(store.list_syncs(q).await.unwrap(), vec![in_q.clone()]);
+        assert_eq!(store.get_sync(p, "sync-q").await.unwrap(), None);
+        assert_eq!(store.get_sync(q, "sync-b").await.unwrap(), None);
+        assert_eq!(
+            store
+                .put_records(q, "sync-q", &[rec("r1", 1, "hq", 7, &["anyone"])])
+                .await
+                .unwrap(),
+            1
+        );
+        store
+            .put_group_members(q, "sync-q", &[("eng".into(), strings(&["a@b.com"]))])
+            .await
+            .unwrap();
+        assert!(entries(store, p, "sync-q", &["r1"]).await.is_empty());
+        assert_eq!(readable(store, p, "sync-q", &["anyone"]).await, 0);
+        assert!(groups_of(store, p, "sync-q", &["a@b.com"]).await.is_empty());
+        assert!(is_not_found(
+            store
+                .put_records(p, "sync-q", &[rec("r1", 1, "hp", 1, &[])])
+                .await
+        ));
+        assert!(is_not_found(store.put_records(p, "sync-q", &[]).await));
+        assert!(is_not_found(
+            store
+                .mark_records_pending(p, "sync-q", &strings(&["r1"]))
+                .await
+        ));
+        assert!(is_not_found(
+            store.delete_records(p, "sync-q", &strings(&["r1"])).await
+        ));
+        assert!(is_not_found(store.delete_records(p, "sync-q", &[]).await));
+        assert!(is_not_found(
+            store
+                .put_group_members(p, "sync-q", &[("eng".into(), Vec::new())])
+                .await
+        ));
+        assert!(is_not_found(store.put_records(p, "nope", &[]).await));
+        assert!(matches!(
+            agentsearch_common::Error::from(store.put_records(p, "nope", &[]).await.unwrap_err()),
+            agentsearch_common::Error::NotFound(_)
+        ));
+        assert_eq!(
+            entries(store, q, "sync-q", &["r1"]).await,
+            vec![rec("r1", 1, "hq", 7, &["anyone"])]
+        );
+        assert_eq!(totals(store, q, "sync-q").await, (1, 1, 7));
+        assert_eq!(groups_of(store, q, "sync-q", &["a@b.com"]).await, ["eng"]);
+
+        // Records: an empty write changes nothing; a write bumps the generation and the totals.
+        assert_eq!(store.put_records(p, "sync-b", &[]).await.unwrap(), 0);
+        assert_eq!(store.get_sync(p, "sync-b").await.unwrap(), Some(b.clone()));
+        assert!(entries(store, p, "sync-b", &[]).await.is_empty());
+        let g = store
+            .put_records(
+                p,
+                "sync-b",
+                &[
+                    rec("r1", 1, "h1", 3, &["user:a@b.com", "group:eng"]),
+                    rec("r2", 1, "h2", 5, &["domain:b.com"]),
+                    rec("r3", 1, "h3", 2, &["anyone"]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(g, 1);
+        let after = store.get_sync(p, "sync-b").await.unwrap().unwrap();
+        assert_eq!(
+            (after.generation, after.records, after.segments),
+            (1, 3, 10)
+        );
+        assert!(
+            after
+                .last_ingest_at_ms
+                .is_some_and(|t| t >= b.created_at_ms)
+        );
+        assert_eq!(
+            entries(store, p, "sync-b", &["r1", "r2", "zz"]).await,
+            vec![
+                rec("r1", 1, "h1", 3, &["group:eng", "user:a@b.com"]),
+                rec("r2", 1, "h2", 5, &["domain:b.com"]),
+            ]
+        );
+        // Same record ids in another sync are other records.
+        assert!(entries(store, p, "sync-a", &["r1"]).await.is_empty());
+
+        // Replacing an entry replaces its principals (duplicates collapse).
+        let g = store
+            .put_records(
+                p,
+                "sync-b",
+                &[rec(
+                    "r1",
+                    2,
+                    "h1b",
+                    4,
+                    &["user:c@b.com", "group:ops", "user:c@b.com"],
+                )],
+            )
+            .await
+            .unwrap();
+        assert_eq!(g, 2);
+        assert_eq!(
+            entries(store, p, "sync-b", &["r1"]).await,
+            vec![rec("r1", 2, "h1b", 4, &["group:ops", "user:c@b.com"])]
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (2, 3, 11));
+        // Several entries of one record in a batch: the last wins.
+        let g = store
+            .put_records(
+                p,
+                "sync-b",
+                &[
+                    rec("r4", 3, "x", 1, &["user:z@b.com"]),
+                    rec("r4", 3, "y", 2, &["anyone"]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(g, 3);
+        assert_eq!(
+            entries(store, p, "sync-b", &["r4"]).await,
+            vec![rec("r4", 3, "y", 2, &["anyone"])]
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (3, 4, 13));
+        assert_eq!(store.put_records(p, "sync-b", &[]).await.unwrap(), 3);
+        // A record with an empty ACL.
+        assert_eq!(
+            store
+                .put_records(p, "sync-b", &[rec("r5", 4, "h5", 6, &[])])
+                .await
+                .unwrap(),
+            4
+        );
+        assert_eq!(
+            entries(store, p, "sync-b", &["r5"]).await,
+            vec![rec("r5", 4, "h5", 6, &[])]
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (4, 5, 19));
+
+        // Pending: the hash is cleared, nothing else changes.
+        store
+            .mark_records_pending(p, "sync-b", &strings(&["r2", "zz"]))
+            .await
+            .unwrap();
+        store.mark_records_pending(p, "sync-b", &[]).await.unwrap();
+        assert_eq!(
+            entries(store, p, "sync-b", &["r1", "r2"]).await,
+            vec![
+                rec("r1", 2, "h1b", 4, &["group:ops", "user:c@b.com"]),
+                rec("r2", 1, "", 5, &["domain:b.com"]),
+            ]
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (4, 5, 19));
+
+        // Readable segments: r1 = 4 (group:ops, user:c@b.com), r2 = 5 (domain:b.com, pending),
+        // r3 = 2 (anyone), r4 = 2 (anyone), r5 = 6 (nobody).
+        assert_eq!(readable(store, p, "sync-b", &["anyone"]).await, 4);
+        assert_eq!(
+            readable(store, p, "sync-b", &["anyone", "domain:b.com"]).await,
+            9
+        );
+        assert_eq!(
+            readable(store, p, "sync-b", &["user:c@b.com", "group:ops", "anyone"]).await,
+            8
+        );
+        assert_eq!(
+            readable(store, p, "sync-b", &["user:a@b.com", "group:eng"]).await,
+            0
+        );
+        assert_eq!(
+            readable(
+                store,
+                p,
+                "sync-b",
+                &["anyone", "domain:b.com", "group:ops", "user:x"]
+            )
+            .await,
+            13
+        );
+        assert_eq!(readable(store, p, "sync-b", &[]).await, 0);
+        assert_eq!(readable(store, p, "sync-a", &["anyone"]).await, 0);
+        assert_eq!(readable(store, p, "nope", &["anyone"]).await, 0);
+
+        // Groups: replace, remove, per sync.
+        store
+            .put_group_members(
+                p,
+                "sync-b",
+                &[
+                    ("eng".into(), strings(&["a@b.com", "c@b.com"])),
+                    ("ops".into(), strings(&["c@b.com", "c@b.com"])),
+                    ("sales".into(), strings(&["d@b.com"])),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            groups_of(store, p, "sync-b", &["c@b.com"]).await,
+            ["eng", "ops"]
+        );
+        assert_eq!(
+            groups_of(
+                store,
+                p,
+                "sync-b",
+                &["a@b.com", "c@b.com", "d@b.com", "x@b.com"]
+            )
+            .await,
+            ["eng", "ops", "sales"]
+        );
+        assert!(groups_of(store, p, "sync-b", &["x@b.com"]).await.is_empty());
+        assert!(groups_of(store, p, "sync-b", &[]).await.is_empty());
+        store
+            .put_group_members(
+                p,
+                "sync-b",
+                &[
+                    ("eng".into(), strings(&["d@b.com"])),
+                    ("ops".into(), Vec::new()),
+                ],
+            )
+            .await
+            .unwrap();
+        store.put_group_members(p, "sync-b", &[]).await.unwrap();
+        assert!(
+            groups_of(store, p, "sync-b", &["c@b.com", "a@b.com"])
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            groups_of(store, p, "sync-b", &["d@b.com"]).await,
+            ["eng", "sales"]
+        );
+        store
+            .put_group_members(p, "sync-a", &[("eng".into(), strings(&["c@b.com"]))])
+            .await
+            .unwrap();
+        assert!(groups_of(store, p, "sync-b", &["c@b.com"]).await.is_empty());
+        assert_eq!(groups_of(store, p, "sync-a", &["c@b.com"]).await, ["eng"]);
+        // The last entry of a group wins.
+        store
+            .put_group_members(
+                p,
+                "sync-a",
+                &[
+                    ("eng".into(), strings(&["e@b.com"])),
+                    ("eng".into(), strings(&["f@b.com"])),
+                ],
+            )
+            .await
+            .unwrap();
+        assert!(
+            groups_of(store, p, "sync-a", &["c@b.com", "e@b.com"])
+                .await
+                .is_empty()
+        );
+        assert_eq!(groups_of(store, p, "sync-a", &["f@b.com"]).await, ["eng"]);
+        // Group memberships do not touch the generation.
+        assert_eq!(totals(store, p, "sync-b").await, (4, 5, 19));
+
+        // Delete: counts what existed, recomputes totals, bumps only when something went.
+        assert_eq!(
+            store
+                .delete_records(p, "sync-b", &strings(&["r3", "r3", "zz"]))
+                .await
+                .unwrap(),
+            (1, 5)
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (5, 4, 17));
+        assert!(entries(store, p, "sync-b", &["r3"]).await.is_empty());
+        assert_eq!(readable(store, p, "sync-b", &["anyone"]).await, 2);
+        assert_eq!(
+            store
+                .delete_records(p, "sync-b", &strings(&["zz"]))
+                .await
+                .unwrap(),
+            (0, 5)
+        );
+        assert_eq!(
+            store.delete_records(p, "sync-b", &[]).await.unwrap(),
+            (0, 5)
+        );
+        // A deleted record comes back without its old principals.
+        store
+            .put_records(p, "sync-b", &[rec("r3", 6, "h3b", 2, &["user:c@b.com"])])
+            .await
+            .unwrap();
+        assert_eq!(readable(store, p, "sync-b", &["anyone"]).await, 2);
+        assert_eq!(
+            entries(store, p, "sync-b", &["r3"]).await,
+            vec![rec("r3", 6, "h3b", 2, &["user:c@b.com"])]
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (6, 5, 19));
+
+        // Ids with quotes and unicode are data, not SQL.
+        let odd = "x'); DROP TABLE sync_records; --";
+        let uni = "naïve ✓ \"q\" 記録";
+        let principal = "user:o'brien@b.com";
+        assert_eq!(
+            store
+                .put_records(
+                    p,
+                    "sync-b",
+                    &[
+                        rec(odd, 7, "h'", 1, &[principal]),
+                        rec(uni, 7, "✓", 2, &["group:g'1 ✓"])
+                    ],
+                )
+                .await
+                .unwrap(),
+            7
+        );
+        assert_eq!(
+            entries(store, p, "sync-b", &[odd, uni]).await,
+            vec![
+                rec(uni, 7, "✓", 2, &["group:g'1 ✓"]),
+                rec(odd, 7, "h'", 1, &[principal])
+            ]
+        );
+        assert_eq!(
+            readable(store, p, "sync-b", &[principal, "group:g'1 ✓"]).await,
+            3
+        );
+        store
+            .put_group_members(p, "sync-b", &[("g'1 ✓".into(), strings(&["ü'@b.com"]))])
+            .await
+            .unwrap();
+        assert_eq!(
+            groups_of(store, p, "sync-b", &["ü'@b.com"]).await,
+            ["g'1 ✓"]
+        );
+        store
+            .mark_records_pending(p, "sync-b", &strings(&[uni]))
+            .await
+            .unwrap();
+        assert_eq!(
+            entries(store, p, "sync-b", &[uni]).await[0].content_hash,
+            ""
+        );
+        assert_eq!(
+            store
+                .delete_records(p, "sync-b", &strings(&[odd, uni]))
+                .await
+                .unwrap(),
+            (2, 8)
+        );
+        assert_eq!(totals(store, p, "sync-b").await, (8, 5, 19));
+
+        // A large batch: 1,500 records in one write, read, marked, grouped and deleted.
+        let batch: Vec<RecordEntry> = (0..1500u64)
+            .map(|i| {
+                let principal = if i % 2 == 0 {
+                    "anyone".to_string()
+                } else {
+                    format!("user:u{i}@b.com")
+                };
+                rec(
+                    &format!("bulk-{i:04}"),
+                    1,
+                    &format!("h{i}"),
+                    1 + i % 3,
+                    &[principal.as_str()],
+                )
+            })
+            .collect();
+        let ids: Vec<String> = batch.iter().map(|e| e.record_id.clone()).collect();
+        let total: u64 = batch.iter().map(|e| e.segments).sum();
+        let even: u64 = batch.iter().step_by(2).map(|e| e.segments).sum();
+        assert_eq!(store.put_records(p, "sync-a", &batch).await.unwrap(), 1);
+        assert_eq!(totals(store, p, "sync-a").await, (1, 1500, total));
+        let mut asked = ids.clone();
+        asked.push("missing".into());
+        let mut got = store.record_entries(p, "sync-a", &asked).await.unwrap();
+        got.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+        assert_eq!(got, batch);
+        let mut everyone: Vec<String> = (0..1500u64)
+            .filter(|i| i % 2 == 1)
+            .map(|i| format!("user:u{i}@b.com"))
+            .collect();
+        assert_eq!(
+            store
+                .readable_segments(p, "sync-a", &everyone)
+                .await
+                .unwrap(),
+            total - even
+        );
+        everyone.push("anyone".into());
+        assert_eq!(
+            store
+                .readable_segments(p, "sync-a", &everyone)
+                .await
+                .unwrap(),
+            total
+        );
+        assert_eq!(readable(store, p, "sync-a", &["anyone"]).await, even);
+        store.mark_records_pending(p, "sync-a", &ids).await.unwrap();
+        let got = store.record_entries(p, "sync-a", &ids).await.unwrap();
+        assert_eq!(got.len(), 1500);
+        assert!(got.iter().all(|e| e.content_hash.is_empty()));
+        let members: Vec<String> = (0..1500).map(|i| format!("m{i}@b.com")).collect();
+        store
+            .put_group_members(p, "sync-a", &[("all".into(), members.clone())])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.member_groups(p, "sync-a", &members).await.unwrap(),
+            ["all"]
+        );
+        // Memberships across syncs, in one call, agree with the per-sync lookups; syncs of
+        // other projects and unknown syncs give nothing.
+        let some: Vec<String> = vec!["m3@b.com".into(), "m7@b.com".into(), "nobody".into()];
+        let got = store
+            .group_memberships(p, &["sync-a".into(), "missing".into()], &some)
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                (
+                    "sync-a".to_string(),
+                    "all".to_string(),
+                    "m3@b.com".to_string()
+                ),
+                (
+                    "sync-a".to_string(),
+                    "all".to_string(),
+                    "m7@b.com".to_string()
+                ),
+            ]
+        );
+        assert!(
+            store
+                .group_memberships(
+                    "00000000-0000-4000-8000-0000000000cc",
+                    &["sync-a".into()],
+                    &some
+                )
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .group_memberships(p, &[], &some)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store.delete_records(p, "sync-a", &asked).await.unwrap(),
+            (1500, 2)
+        );
+        assert_eq!(totals(store, p, "sync-a").await, (2, 0, 0));
+        assert_eq!(readable(store, p, "sync-a", &["anyone"]).await, 0);
+
+        // The other project's sync saw none of it.
+        assert_eq!(totals(store, q, "sync-q").await, (1, 1, 7));
+        assert_eq!(store.list_syncs(q).await.unwrap().len(), 1);
+        let listed: Vec<String> = store
+            .list_syncs(p)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(listed, ["sync-b", "sync-a"]);
     }
 }

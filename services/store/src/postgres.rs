@@ -8,8 +8,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use crate::{
-    CatalogEntry, MIGRATIONS, MetadataStore, Placement, Result, StoreError, group_placements,
-    join_stale, now_ms, split_stale,
+    CatalogEntry, MIGRATIONS, MetadataStore, Placement, RecordEntry, Result, StoreError, SyncRow,
+    attach_principals, group_placements, group_rows, join_list, now_ms, record_rows, sort_syncs,
+    split_list, sync_taken, to_u64, unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -99,6 +100,55 @@ impl PgStore {
         }
         tx.commit().await.map_err(backend)
     }
+}
+
+fn sync_row(r: &tokio_postgres::Row) -> SyncRow {
+    SyncRow {
+        id: r.get(0),
+        project_id: r.get(1),
+        source: r.get(2),
+        owner: r.get(3),
+        shard_ids: split_list(r.get(4)),
+        generation: to_u64(r.get(5)),
+        records: to_u64(r.get(6)),
+        segments: to_u64(r.get(7)),
+        created_at_ms: r.get(8),
+        last_ingest_at_ms: r.get(9),
+    }
+}
+
+/// Locks the sync's row for the rest of the transaction (writes of one sync run one at a time)
+/// and returns its generation; an unknown sync, or one of another project, is not found.
+async fn lock_sync(
+    tx: &deadpool_postgres::Transaction<'_>,
+    project_id: &str,
+    sync_id: &str,
+) -> Result<i64> {
+    tx.query_opt(
+        "SELECT generation FROM syncs WHERE id = $1 AND project_id = $2 FOR UPDATE",
+        &[&sync_id, &project_id],
+    )
+    .await
+    .map_err(backend)?
+    .map(|r| r.get(0))
+    .ok_or_else(|| unknown_sync(sync_id))
+}
+
+/// Recomputes the sync's totals from its records, bumps its generation and stamps the ingest;
+/// returns the new generation.
+async fn bump_sync(tx: &deadpool_postgres::Transaction<'_>, sync_id: &str) -> Result<i64> {
+    let row = tx
+        .query_one(
+            "UPDATE syncs SET
+               records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = $1),
+               segments = (SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r WHERE r.sync_id = $1),
+               generation = generation + 1, last_ingest_at = $2
+             WHERE id = $1 RETURNING generation",
+            &[&sync_id, &now_ms()],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(row.get(0))
 }
 
 #[async_trait::async_trait]
@@ -192,7 +242,7 @@ impl MetadataStore for PgStore {
                 name: r.get(0),
                 integration: r.get(1),
                 content_hash: r.get(2),
-                stale: split_stale(r.get(3)),
+                stale: split_list(r.get(3)),
             })
             .collect())
     }
@@ -204,7 +254,7 @@ impl MetadataStore for PgStore {
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let integrations: Vec<&str> = entries.iter().map(|e| e.integration.as_str()).collect();
         let hashes: Vec<&str> = entries.iter().map(|e| e.content_hash.as_str()).collect();
-        let stale: Vec<String> = entries.iter().map(|e| join_stale(&e.stale)).collect();
+        let stale: Vec<String> = entries.iter().map(|e| join_list(&e.stale)).collect();
         let client = self.client().await?;
         client
             .execute(
@@ -244,6 +294,343 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    async fn create_sync(&self, sync: &SyncRow) -> Result<SyncRow> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let now = now_ms();
+        tx.execute(
+            "INSERT INTO projects (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+            &[&sync.project_id, &now],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            &[
+                &sync.id,
+                &sync.project_id,
+                &sync.source,
+                &sync.owner,
+                &join_list(&sync.shard_ids),
+                &now,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        let row = tx
+            .query_one(
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                 FROM syncs WHERE id = $1",
+                &[&sync.id],
+            )
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        let row = sync_row(&row);
+        if row.project_id != sync.project_id {
+            return Err(sync_taken(&sync.id));
+        }
+        Ok(row)
+    }
+
+    async fn get_sync(&self, project_id: &str, sync_id: &str) -> Result<Option<SyncRow>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                 FROM syncs WHERE id = $1 AND project_id = $2",
+                &[&sync_id, &project_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(row.as_ref().map(sync_row))
+    }
+
+    async fn list_syncs(&self, project_id: &str) -> Result<Vec<SyncRow>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                 FROM syncs WHERE project_id = $1",
+                &[&project_id],
+            )
+            .await
+            .map_err(backend)?;
+        let mut syncs: Vec<SyncRow> = rows.iter().map(sync_row).collect();
+        sort_syncs(&mut syncs);
+        Ok(syncs)
+    }
+
+    async fn record_entries(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<Vec<RecordEntry>> {
+        if record_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let entries = client
+            .query(
+                "SELECT record_id, generation, content_hash, segments FROM sync_records
+                 WHERE sync_id = $1 AND EXISTS (SELECT 1 FROM syncs WHERE id = $1 AND project_id = $2)
+                   AND record_id = ANY($3)",
+                &[&sync_id, &project_id, &record_ids],
+            )
+            .await
+            .map_err(backend)?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let principals = client
+            .query(
+                "SELECT record_id, principal FROM record_principals
+                 WHERE sync_id = $1 AND EXISTS (SELECT 1 FROM syncs WHERE id = $1 AND project_id = $2)
+                   AND record_id = ANY($3)",
+                &[&sync_id, &project_id, &record_ids],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(attach_principals(
+            entries
+                .into_iter()
+                .map(|r| RecordEntry {
+                    record_id: r.get(0),
+                    generation: to_u64(r.get(1)),
+                    content_hash: r.get(2),
+                    segments: to_u64(r.get(3)),
+                    principals: Vec::new(),
+                })
+                .collect(),
+            principals
+                .into_iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect(),
+        ))
+    }
+
+    async fn mark_records_pending(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        lock_sync(&tx, project_id, sync_id).await?;
+        if record_ids.is_empty() {
+            return Ok(());
+        }
+        tx.execute(
+            "UPDATE sync_records SET content_hash = '', updated_at = $3
+             WHERE sync_id = $1 AND record_id = ANY($2)",
+            &[&sync_id, &record_ids, &now_ms()],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn put_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        entries: &[RecordEntry],
+    ) -> Result<u64> {
+        let rows = record_rows(entries)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let current = lock_sync(&tx, project_id, sync_id).await?;
+        if rows.is_empty() {
+            return Ok(to_u64(current));
+        }
+        let ids: Vec<&str> = rows.iter().map(|r| r.record_id.as_str()).collect();
+        let generations: Vec<i64> = rows.iter().map(|r| r.generation).collect();
+        let hashes: Vec<&str> = rows.iter().map(|r| r.content_hash.as_str()).collect();
+        let segments: Vec<i64> = rows.iter().map(|r| r.segments).collect();
+        tx.execute(
+            "INSERT INTO sync_records (sync_id, record_id, generation, content_hash, segments, updated_at)
+             SELECT $1, r, g, h, n, $6 FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS t(r, g, h, n)
+             ON CONFLICT (sync_id, record_id) DO UPDATE SET generation = EXCLUDED.generation,
+               content_hash = EXCLUDED.content_hash, segments = EXCLUDED.segments,
+               updated_at = EXCLUDED.updated_at",
+            &[&sync_id, &ids, &generations, &hashes, &segments, &now_ms()],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "DELETE FROM record_principals WHERE sync_id = $1 AND record_id = ANY($2)",
+            &[&sync_id, &ids],
+        )
+        .await
+        .map_err(backend)?;
+        let (granted_ids, granted): (Vec<&str>, Vec<&str>) = rows
+            .iter()
+            .flat_map(|r| {
+                r.principals
+                    .iter()
+                    .map(|p| (r.record_id.as_str(), p.as_str()))
+            })
+            .unzip();
+        if !granted.is_empty() {
+            tx.execute(
+                "INSERT INTO record_principals (sync_id, record_id, principal)
+                 SELECT $1, r, p FROM UNNEST($2::text[], $3::text[]) AS t(r, p)",
+                &[&sync_id, &granted_ids, &granted],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        let generation = bump_sync(&tx, sync_id).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(to_u64(generation))
+    }
+
+    async fn delete_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<(u64, u64)> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let current = lock_sync(&tx, project_id, sync_id).await?;
+        if record_ids.is_empty() {
+            return Ok((0, to_u64(current)));
+        }
+        let deleted = tx
+            .execute(
+                "DELETE FROM sync_records WHERE sync_id = $1 AND record_id = ANY($2)",
+                &[&sync_id, &record_ids],
+            )
+            .await
+            .map_err(backend)?;
+        if deleted == 0 {
+            return Ok((0, to_u64(current)));
+        }
+        tx.execute(
+            "DELETE FROM record_principals WHERE sync_id = $1 AND record_id = ANY($2)",
+            &[&sync_id, &record_ids],
+        )
+        .await
+        .map_err(backend)?;
+        let generation = bump_sync(&tx, sync_id).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok((deleted, to_u64(generation)))
+    }
+
+    async fn put_group_members(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        groups: &[(String, Vec<String>)],
+    ) -> Result<()> {
+        let groups = group_rows(groups);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        lock_sync(&tx, project_id, sync_id).await?;
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let group_ids: Vec<&str> = groups.iter().map(|(g, _)| g.as_str()).collect();
+        tx.execute(
+            "DELETE FROM sync_group_members WHERE sync_id = $1 AND group_id = ANY($2)",
+            &[&sync_id, &group_ids],
+        )
+        .await
+        .map_err(backend)?;
+        let (member_groups, members): (Vec<&str>, Vec<&str>) = groups
+            .iter()
+            .flat_map(|(g, members)| members.iter().map(|m| (g.as_str(), m.as_str())))
+            .unzip();
+        if !members.is_empty() {
+            tx.execute(
+                "INSERT INTO sync_group_members (sync_id, group_id, member)
+                 SELECT $1, g, m FROM UNNEST($2::text[], $3::text[]) AS t(g, m)",
+                &[&sync_id, &member_groups, &members],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn member_groups(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        members: &[String],
+    ) -> Result<Vec<String>> {
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT DISTINCT group_id FROM sync_group_members
+                 WHERE sync_id = $1 AND EXISTS (SELECT 1 FROM syncs WHERE id = $1 AND project_id = $2)
+                   AND member = ANY($3)",
+                &[&sync_id, &project_id, &members],
+            )
+            .await
+            .map_err(backend)?;
+        let mut groups: Vec<String> = rows.into_iter().map(|r| r.get(0)).collect();
+        groups.sort_unstable();
+        Ok(groups)
+    }
+
+    async fn group_memberships(
+        &self,
+        project_id: &str,
+        sync_ids: &[String],
+        members: &[String],
+    ) -> Result<Vec<(String, String, String)>> {
+        if sync_ids.is_empty() || members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT m.sync_id, m.group_id, m.member FROM sync_group_members m
+                 JOIN syncs s ON s.id = m.sync_id AND s.project_id = $1
+                 WHERE m.sync_id = ANY($2) AND m.member = ANY($3)",
+                &[&project_id, &sync_ids, &members],
+            )
+            .await
+            .map_err(backend)?;
+        let mut out: Vec<(String, String, String)> = rows
+            .into_iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    async fn readable_segments(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        principals: &[String],
+    ) -> Result<u64> {
+        if principals.is_empty() {
+            return Ok(0);
+        }
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r
+                 WHERE r.sync_id = $1 AND EXISTS (SELECT 1 FROM syncs WHERE id = $1 AND project_id = $2)
+                   AND r.record_id IN (SELECT a.record_id FROM record_principals a
+                     WHERE a.sync_id = $1 AND a.principal = ANY($3))",
+                &[&sync_id, &project_id, &principals],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(to_u64(row.get(0)))
     }
 }
 

@@ -7,8 +7,9 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
-    CatalogEntry, MIGRATIONS, MetadataStore, Placement, Result, StoreError, group_placements,
-    join_stale, now_ms, split_stale,
+    CatalogEntry, MIGRATIONS, MetadataStore, Placement, RecordEntry, Result, StoreError, SyncRow,
+    attach_principals, group_placements, group_rows, join_list, now_ms, record_rows, sort_syncs,
+    split_list, sync_taken, to_u64, unknown_sync,
 };
 
 #[derive(Clone)]
@@ -81,6 +82,51 @@ impl SqliteStore {
             .map_err(|e| StoreError::Backend(e.to_string()))?
             .map_err(backend)
     }
+}
+
+/// A list bound as one parameter (a JSON array), read in SQL with `IN (SELECT value FROM
+/// json_each(?))`: any length, no SQL built from the items.
+fn json_list(items: &[String]) -> String {
+    serde_json::Value::from(items).to_string()
+}
+
+fn sync_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SyncRow> {
+    Ok(SyncRow {
+        id: r.get(0)?,
+        project_id: r.get(1)?,
+        source: r.get(2)?,
+        owner: r.get(3)?,
+        shard_ids: split_list(&r.get::<_, String>(4)?),
+        generation: to_u64(r.get(5)?),
+        records: to_u64(r.get(6)?),
+        segments: to_u64(r.get(7)?),
+        created_at_ms: r.get(8)?,
+        last_ingest_at_ms: r.get(9)?,
+    })
+}
+
+/// The generation of the sync, if it exists in the project.
+fn sync_generation(
+    c: &Connection,
+    project_id: &str,
+    sync_id: &str,
+) -> rusqlite::Result<Option<i64>> {
+    c.prepare_cached("SELECT generation FROM syncs WHERE id = ?1 AND project_id = ?2")?
+        .query_row(params![sync_id, project_id], |r| r.get(0))
+        .optional()
+}
+
+/// Recomputes the sync's totals from its records, bumps its generation and stamps the ingest;
+/// returns the new generation.
+fn bump_sync(c: &Connection, sync_id: &str) -> rusqlite::Result<i64> {
+    c.prepare_cached(
+        "UPDATE syncs SET
+           records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = ?1),
+           segments = (SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r WHERE r.sync_id = ?1),
+           generation = generation + 1, last_ingest_at = ?2
+         WHERE id = ?1 RETURNING generation",
+    )?
+    .query_row(params![sync_id, now_ms()], |r| r.get(0))
 }
 
 #[async_trait::async_trait]
@@ -163,7 +209,7 @@ impl MetadataStore for SqliteStore {
                             name: r.get(0)?,
                             integration: r.get(1)?,
                             content_hash: r.get(2)?,
-                            stale: split_stale(&r.get::<_, String>(3)?),
+                            stale: split_list(&r.get::<_, String>(3)?),
                         })
                     })
                     .optional()?;
@@ -188,7 +234,7 @@ impl MetadataStore for SqliteStore {
                 )?;
                 let now = now_ms();
                 for e in &entries {
-                    stmt.execute(params![p, e.name, e.integration, e.content_hash, join_stale(&e.stale), now])?;
+                    stmt.execute(params![p, e.name, e.integration, e.content_hash, join_list(&e.stale), now])?;
                 }
             }
             tx.commit()
@@ -225,6 +271,361 @@ impl MetadataStore for SqliteStore {
         })
         .await
         .map(|n| n as u64)
+    }
+
+    async fn create_sync(&self, sync: &SyncRow) -> Result<SyncRow> {
+        let sync = sync.clone();
+        let (id, project_id) = (sync.id.clone(), sync.project_id.clone());
+        let row = self
+            .with(move |c| {
+                let tx = c.transaction()?;
+                let now = now_ms();
+                tx.execute(
+                    "INSERT INTO projects (id, created_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                    params![sync.project_id, now],
+                )?;
+                tx.execute(
+                    "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    params![sync.id, sync.project_id, sync.source, sync.owner, join_list(&sync.shard_ids), now],
+                )?;
+                let row = tx.query_row(
+                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                     FROM syncs WHERE id = ?1",
+                    [&sync.id],
+                    sync_row,
+                )?;
+                tx.commit()?;
+                Ok(row)
+            })
+            .await?;
+        if row.project_id != project_id {
+            return Err(sync_taken(&id));
+        }
+        Ok(row)
+    }
+
+    async fn get_sync(&self, project_id: &str, sync_id: &str) -> Result<Option<SyncRow>> {
+        let (p, s) = (project_id.to_string(), sync_id.to_string());
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                 FROM syncs WHERE id = ?1 AND project_id = ?2",
+            )?
+            .query_row(params![s, p], sync_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn list_syncs(&self, project_id: &str) -> Result<Vec<SyncRow>> {
+        let p = project_id.to_string();
+        let mut syncs = self
+            .with(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                     FROM syncs WHERE project_id = ?1",
+                )?;
+                let rows = stmt.query_map([p], sync_row)?.collect::<rusqlite::Result<Vec<_>>>();
+                rows
+            })
+            .await?;
+        sort_syncs(&mut syncs);
+        Ok(syncs)
+    }
+
+    async fn record_entries(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<Vec<RecordEntry>> {
+        if record_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (p, s, ids) = (
+            project_id.to_string(),
+            sync_id.to_string(),
+            json_list(record_ids),
+        );
+        let (entries, principals) = self
+            .with(move |c| {
+                if sync_generation(c, &p, &s)?.is_none() {
+                    return Ok((Vec::new(), Vec::new()));
+                }
+                let entries = c
+                    .prepare_cached(
+                        "SELECT record_id, generation, content_hash, segments FROM sync_records
+                         WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    )?
+                    .query_map(params![s, ids], |r| {
+                        Ok(RecordEntry {
+                            record_id: r.get(0)?,
+                            generation: to_u64(r.get(1)?),
+                            content_hash: r.get(2)?,
+                            segments: to_u64(r.get(3)?),
+                            principals: Vec::new(),
+                        })
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                let principals = c
+                    .prepare_cached(
+                        "SELECT record_id, principal FROM record_principals
+                         WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    )?
+                    .query_map(params![s, ids], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok((entries, principals))
+            })
+            .await?;
+        Ok(attach_principals(entries, principals))
+    }
+
+    async fn mark_records_pending(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<()> {
+        let (p, s, ids) = (
+            project_id.to_string(),
+            sync_id.to_string(),
+            json_list(record_ids),
+        );
+        let found = self
+            .with(move |c| {
+                let tx = c.transaction()?;
+                if sync_generation(&tx, &p, &s)?.is_none() {
+                    return Ok(false);
+                }
+                tx.execute(
+                    "UPDATE sync_records SET content_hash = '', updated_at = ?3
+                     WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    params![s, ids, now_ms()],
+                )?;
+                tx.commit()?;
+                Ok(true)
+            })
+            .await?;
+        if found {
+            Ok(())
+        } else {
+            Err(unknown_sync(sync_id))
+        }
+    }
+
+    async fn put_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        entries: &[RecordEntry],
+    ) -> Result<u64> {
+        let rows = record_rows(entries)?;
+        let (p, s) = (project_id.to_string(), sync_id.to_string());
+        let generation = self
+            .with(move |c| {
+                let tx = c.transaction()?;
+                let Some(current) = sync_generation(&tx, &p, &s)? else {
+                    return Ok(None);
+                };
+                if rows.is_empty() {
+                    return Ok(Some(current));
+                }
+                {
+                    let mut upsert = tx.prepare_cached(
+                        "INSERT INTO sync_records (sync_id, record_id, generation, content_hash, segments, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT (sync_id, record_id) DO UPDATE SET generation = excluded.generation,
+                           content_hash = excluded.content_hash, segments = excluded.segments,
+                           updated_at = excluded.updated_at",
+                    )?;
+                    let mut revoke = tx.prepare_cached(
+                        "DELETE FROM record_principals WHERE sync_id = ?1 AND record_id = ?2",
+                    )?;
+                    let mut grant = tx.prepare_cached(
+                        "INSERT INTO record_principals (sync_id, record_id, principal) VALUES (?1, ?2, ?3)",
+                    )?;
+                    let now = now_ms();
+                    for row in &rows {
+                        upsert.execute(params![s, row.record_id, row.generation, row.content_hash, row.segments, now])?;
+                        revoke.execute(params![s, row.record_id])?;
+                        for principal in &row.principals {
+                            grant.execute(params![s, row.record_id, principal])?;
+                        }
+                    }
+                }
+                let generation = bump_sync(&tx, &s)?;
+                tx.commit()?;
+                Ok(Some(generation))
+            })
+            .await?;
+        generation.map(to_u64).ok_or_else(|| unknown_sync(sync_id))
+    }
+
+    async fn delete_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        record_ids: &[String],
+    ) -> Result<(u64, u64)> {
+        let (p, s, ids) = (
+            project_id.to_string(),
+            sync_id.to_string(),
+            json_list(record_ids),
+        );
+        let outcome = self
+            .with(move |c| {
+                let tx = c.transaction()?;
+                let Some(current) = sync_generation(&tx, &p, &s)? else {
+                    return Ok(None);
+                };
+                let deleted = tx.execute(
+                    "DELETE FROM sync_records WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    params![s, ids],
+                )?;
+                if deleted == 0 {
+                    return Ok(Some((0, current)));
+                }
+                tx.execute(
+                    "DELETE FROM record_principals WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    params![s, ids],
+                )?;
+                let generation = bump_sync(&tx, &s)?;
+                tx.commit()?;
+                Ok(Some((deleted as u64, generation)))
+            })
+            .await?;
+        outcome
+            .map(|(deleted, generation)| (deleted, to_u64(generation)))
+            .ok_or_else(|| unknown_sync(sync_id))
+    }
+
+    async fn put_group_members(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        groups: &[(String, Vec<String>)],
+    ) -> Result<()> {
+        let groups = group_rows(groups);
+        let (p, s) = (project_id.to_string(), sync_id.to_string());
+        let found = self
+            .with(move |c| {
+                let tx = c.transaction()?;
+                if sync_generation(&tx, &p, &s)?.is_none() {
+                    return Ok(false);
+                }
+                {
+                    let mut clear = tx.prepare_cached(
+                        "DELETE FROM sync_group_members WHERE sync_id = ?1 AND group_id = ?2",
+                    )?;
+                    let mut add = tx.prepare_cached(
+                        "INSERT INTO sync_group_members (sync_id, group_id, member) VALUES (?1, ?2, ?3)",
+                    )?;
+                    for (group, members) in &groups {
+                        clear.execute(params![s, group])?;
+                        for member in members {
+                            add.execute(params![s, group, member])?;
+                        }
+                    }
+                }
+                tx.commit()?;
+                Ok(true)
+            })
+            .await?;
+        if found {
+            Ok(())
+        } else {
+            Err(unknown_sync(sync_id))
+        }
+    }
+
+    async fn member_groups(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        members: &[String],
+    ) -> Result<Vec<String>> {
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (p, s, members) = (
+            project_id.to_string(),
+            sync_id.to_string(),
+            json_list(members),
+        );
+        let mut groups = self
+            .with(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT DISTINCT group_id FROM sync_group_members
+                     WHERE sync_id = ?1 AND EXISTS (SELECT 1 FROM syncs WHERE id = ?1 AND project_id = ?2)
+                       AND member IN (SELECT value FROM json_each(?3))",
+                )?;
+                let rows = stmt.query_map(params![s, p, members], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>();
+                rows
+            })
+            .await?;
+        groups.sort_unstable();
+        Ok(groups)
+    }
+
+    async fn group_memberships(
+        &self,
+        project_id: &str,
+        sync_ids: &[String],
+        members: &[String],
+    ) -> Result<Vec<(String, String, String)>> {
+        if sync_ids.is_empty() || members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (p, syncs, members) = (
+            project_id.to_string(),
+            json_list(sync_ids),
+            json_list(members),
+        );
+        let mut rows = self
+            .with(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT m.sync_id, m.group_id, m.member
+                     FROM sync_group_members m INDEXED BY sync_group_members_by_member
+                     JOIN syncs s ON s.id = m.sync_id AND s.project_id = ?1
+                     WHERE m.sync_id IN (SELECT value FROM json_each(?2))
+                       AND m.member IN (SELECT value FROM json_each(?3))",
+                )?;
+                stmt.query_map(params![p, syncs, members], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
+                .collect::<rusqlite::Result<Vec<(String, String, String)>>>()
+            })
+            .await?;
+        rows.sort_unstable();
+        Ok(rows)
+    }
+
+    async fn readable_segments(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        principals: &[String],
+    ) -> Result<u64> {
+        if principals.is_empty() {
+            return Ok(0);
+        }
+        let (p, s, principals) = (
+            project_id.to_string(),
+            sync_id.to_string(),
+            json_list(principals),
+        );
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r
+                 WHERE r.sync_id = ?1 AND EXISTS (SELECT 1 FROM syncs WHERE id = ?1 AND project_id = ?2)
+                   AND r.record_id IN (SELECT a.record_id FROM record_principals a
+                     WHERE a.sync_id = ?1 AND a.principal IN (SELECT value FROM json_each(?3)))",
+            )?
+            .query_row(params![s, p, principals], |r| r.get::<_, i64>(0))
+        })
+        .await
+        .map(to_u64)
     }
 }
 

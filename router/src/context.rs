@@ -1,0 +1,1104 @@
+//! Context search: syncs and their records (segmented, embedded, written to every replica of the
+//! sync's shards, then recorded in the metadata store), permission-filtered hybrid search over
+//! their segments, and reading around a segment.
+//!
+//! Permissions: a record's ACL becomes principal tokens (`Acl::tokens`) stored with each of its
+//! segments on the shards. A caller's identity becomes, per searched sync, the tokens it holds
+//! there: its user, its email domain, the sync's groups it is a member of, and `anyone`. Shards
+//! compare the two inside the index, so a segment the caller cannot read never leaves a shard,
+//! and every count in the response is computed over readable segments only.
+//!
+//! Writes follow the catalog's protocol: the records a batch changes are marked pending in the
+//! store (so a retry rewrites them even if the shards already hold them), every replica is
+//! written, then the store records the final entries. A batch is acknowledged only after that.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use agentsearch_common::context::{
+    ANYONE, Pointer, domain_token, email_domain, group_token, segment_embedding_text, text_hash,
+    user_token,
+};
+use agentsearch_common::segment::{SegmentParams, segment};
+use agentsearch_common::shard::{
+    ContextSearchRequest, ContextSearchResponse as ShardAnswer, ContextStatsRequest, IndexedRecord,
+    IndexedSegment, ReadSegmentsRequest, RecordDeleteRequest, RecordInfo, RetrievalMode,
+    SegmentData, SegmentHit, SegmentUpsertRequest, SyncScope, TermStats, segment_hit_order,
+    segment_key,
+};
+use agentsearch_common::{Error, Result};
+use agentsearch_store::{RecordEntry, SyncRow};
+use futures::future::{join_all, try_join_all};
+use sha2::{Digest, Sha256};
+
+use crate::Router;
+use crate::context_api::{
+    AppliedIdentities, ContextResult, ContextSearch, ContextSearchResponse, ContextSegment,
+    ContextUsage, CreateSync, Drops, IdentityEntry, RawPutGroups, RawUpsertRecords, ReadContext,
+    ReadContextResponse, RecordInput, ResultSegment, SyncStatus, UnusedIdentity, record_id_problem,
+    validate_groups, validate_records,
+};
+use crate::placement::rendezvous;
+use crate::search::{TraceRecorder, fuse_keyed};
+use crate::shards::ShardClient;
+
+/// Time a shard has to index one batch.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Segments per shard write call (keeps messages well under the gRPC limit).
+const SEGMENTS_PER_WRITE: usize = 4096;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpsertRecordsOutcome {
+    pub upserted: u32,
+    pub unchanged: u32,
+    /// Segments written for the upserted records.
+    pub segments: u64,
+    /// The sync's generation after the batch.
+    pub generation: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeleteRecordsOutcome {
+    pub deleted: u32,
+    pub not_found: u32,
+    pub generation: u64,
+}
+
+impl From<SyncRow> for SyncStatus {
+    fn from(s: SyncRow) -> Self {
+        SyncStatus {
+            id: s.id,
+            source: s.source,
+            owner: s.owner,
+            generation: s.generation,
+            records: s.records,
+            segments: s.segments,
+            created_at_ms: s.created_at_ms,
+            last_ingest_at_ms: s.last_ingest_at_ms,
+        }
+    }
+}
+
+fn no_such_sync() -> Error {
+    Error::NotFound("this project has no sync with this id".into())
+}
+
+/// The one answer for a pointer that is unknown, stale, or not readable by the identity.
+fn no_such_segment() -> Error {
+    Error::NotFound("no segment with this pointer".into())
+}
+
+/// A sync to search and the caller's principal tokens in it.
+struct Scope {
+    sync: SyncRow,
+    principals: Vec<String>,
+}
+
+impl Router {
+    /// Creates a sync, placed on shards like an integration. Idempotent: the same id with the same
+    /// source and owner returns the existing sync.
+    pub async fn create_sync(&self, req: CreateSync) -> Result<SyncStatus> {
+        self.store.ensure_project(&req.project_id).await?;
+        let shard_ids = rendezvous(
+            &format!("{}/sync/{}", req.project_id, req.id),
+            &self.shards.ids(),
+            self.settings.replication,
+        );
+        let row = SyncRow {
+            id: req.id.clone(),
+            project_id: req.project_id.clone(),
+            source: req.source.clone(),
+            owner: req.owner.clone(),
+            shard_ids,
+            generation: 0,
+            records: 0,
+            segments: 0,
+            created_at_ms: 0,
+            last_ingest_at_ms: None,
+        };
+        let stored = self.store.create_sync(&row).await?;
+        if stored.project_id != req.project_id
+            || stored.source != req.source
+            || stored.owner != req.owner
+        {
+            return Err(Error::invalid(
+                "id",
+                "a sync with this id already exists with another source or owner",
+            ));
+        }
+        tracing::info!(project_id = %req.project_id, sync_id = %stored.id, source = %stored.source, shards = ?stored.shard_ids, "sync created");
+        Ok(stored.into())
+    }
+
+    pub async fn get_sync(&self, project_id: &str, sync_id: &str) -> Result<SyncStatus> {
+        Ok(self.sync_row(project_id, sync_id).await?.into())
+    }
+
+    pub async fn list_syncs(&self, project_id: &str) -> Result<Vec<SyncStatus>> {
+        Ok(self
+            .store
+            .list_syncs(project_id)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
+    async fn sync_row(&self, project_id: &str, sync_id: &str) -> Result<SyncRow> {
+        self.store
+            .get_sync(project_id, sync_id)
+            .await?
+            .ok_or_else(no_such_sync)
+    }
+
+    /// Upserts one batch of records into a sync: validate, skip unchanged records, segment, embed
+    /// (unless the caller brought vectors), write every replica, record in the store.
+    pub async fn upsert_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        raw: RawUpsertRecords,
+        request_id: &str,
+    ) -> Result<UpsertRecordsOutcome> {
+        let sync = self.sync_row(project_id, sync_id).await?;
+        let model = self.embedder.inner().clone();
+        let params = SegmentParams::from(&self.settings.context);
+        let records = tokio::task::spawn_blocking(move || {
+            let records = validate_records(raw, (model.model_id(), model.dim()))?;
+            Ok::<_, Error>(
+                records
+                    .into_iter()
+                    .map(|r| {
+                        let hash = content_hash(&r, params);
+                        (r, hash)
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("validation task: {e}")))??;
+        if records.is_empty() {
+            return Ok(UpsertRecordsOutcome {
+                generation: sync.generation,
+                ..Default::default()
+            });
+        }
+
+        let _serial = self
+            .project_write_lock(&format!("sync:{sync_id}"))
+            .lock_owned()
+            .await;
+        let ids: Vec<String> = records.iter().map(|(r, _)| r.id.clone()).collect();
+        let existing: HashMap<String, RecordEntry> = self
+            .store
+            .record_entries(project_id, sync_id, &ids)
+            .await?
+            .into_iter()
+            .map(|e| (e.record_id.clone(), e))
+            .collect();
+        let (changed, unchanged): (Vec<_>, Vec<_>) = records
+            .into_iter()
+            .partition(|(r, hash)| existing.get(&r.id).is_none_or(|e| &e.content_hash != hash));
+        if changed.is_empty() {
+            return Ok(UpsertRecordsOutcome {
+                unchanged: unchanged.len() as u32,
+                generation: sync.generation,
+                ..Default::default()
+            });
+        }
+
+        // Segment and embed off the executor.
+        let started = Instant::now();
+        let embedder = self.embedder.inner().clone();
+        let batch_size = self.settings.embed_batch_size;
+        let indexed: Vec<(IndexedRecord, String)> = tokio::task::spawn_blocking(move || {
+            prepare_records(changed, &existing, params, embedder.as_ref(), batch_size)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("embedding task: {e}")))??;
+        let embed_ms = started.elapsed().as_millis() as u64;
+
+        // 1. Pending: a retry after a failure below rewrites these records.
+        let changed_ids: Vec<String> = indexed.iter().map(|(r, _)| r.record_id.clone()).collect();
+        self.store
+            .mark_records_pending(project_id, sync_id, &changed_ids)
+            .await?;
+
+        // 2. Every replica, in calls of bounded size.
+        let records: Vec<IndexedRecord> = indexed.iter().map(|(r, _)| r.clone()).collect();
+        let segments: u64 = records.iter().map(|r| r.segments.len() as u64).sum();
+        let mut chunks: Vec<Vec<IndexedRecord>> = vec![Vec::new()];
+        let mut in_chunk = 0;
+        for record in records {
+            if in_chunk > 0 && in_chunk + record.segments.len() > SEGMENTS_PER_WRITE {
+                chunks.push(Vec::new());
+                in_chunk = 0;
+            }
+            in_chunk += record.segments.len();
+            chunks.last_mut().expect("one chunk").push(record);
+        }
+        let clients = self.sync_clients(&sync)?;
+        let writes = clients.iter().map(|client| {
+            let chunks = chunks.clone();
+            async move {
+                for records in chunks {
+                    let request = SegmentUpsertRequest {
+                        project_id: project_id.to_string(),
+                        sync_id: sync_id.to_string(),
+                        records,
+                    };
+                    client
+                        .upsert_segments(request, request_id, WRITE_TIMEOUT)
+                        .await?;
+                }
+                Ok::<_, Error>(())
+            }
+        });
+        try_join_all(writes).await?;
+
+        // 3. Final entries.
+        let entries: Vec<RecordEntry> = indexed
+            .iter()
+            .map(|(r, hash)| RecordEntry {
+                record_id: r.record_id.clone(),
+                generation: r.generation,
+                content_hash: hash.clone(),
+                segments: r.segments.len() as u64,
+                principals: r.principals.clone(),
+            })
+            .collect();
+        let generation = self
+            .store
+            .put_records(project_id, sync_id, &entries)
+            .await?;
+        tracing::debug!(
+            request_id,
+            sync_id,
+            records = entries.len(),
+            segments,
+            embed_ms,
+            write_ms = started.elapsed().as_millis() as u64 - embed_ms,
+            "record batch indexed"
+        );
+        Ok(UpsertRecordsOutcome {
+            upserted: entries.len() as u32,
+            unchanged: unchanged.len() as u32,
+            segments,
+            generation,
+        })
+    }
+
+    /// Deletes records from every replica of the sync, then from the store.
+    pub async fn delete_records(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        ids: Vec<String>,
+        request_id: &str,
+    ) -> Result<DeleteRecordsOutcome> {
+        if ids.len() > crate::context_api::MAX_RECORDS {
+            return Err(Error::invalid(
+                "ids",
+                format!(
+                    "at most {} ids per call, got {}",
+                    crate::context_api::MAX_RECORDS,
+                    ids.len()
+                ),
+            ));
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(issue) = record_id_problem(id) {
+                return Err(Error::invalid(format!("ids[{i}]"), issue));
+            }
+        }
+        let mut unique = ids;
+        unique.sort();
+        unique.dedup();
+        let sync = self.sync_row(project_id, sync_id).await?;
+        let _serial = self
+            .project_write_lock(&format!("sync:{sync_id}"))
+            .lock_owned()
+            .await;
+        let found: Vec<String> = self
+            .store
+            .record_entries(project_id, sync_id, &unique)
+            .await?
+            .into_iter()
+            .map(|e| e.record_id)
+            .collect();
+        if found.is_empty() {
+            return Ok(DeleteRecordsOutcome {
+                deleted: 0,
+                not_found: unique.len() as u32,
+                generation: sync.generation,
+            });
+        }
+        self.store
+            .mark_records_pending(project_id, sync_id, &found)
+            .await?;
+        let clients = self.sync_clients(&sync)?;
+        let deletes = clients.iter().map(|client| {
+            let request = RecordDeleteRequest {
+                project_id: project_id.to_string(),
+                sync_id: sync_id.to_string(),
+                record_ids: found.clone(),
+            };
+            async move {
+                client
+                    .delete_records(request, request_id, WRITE_TIMEOUT)
+                    .await
+            }
+        });
+        try_join_all(deletes).await?;
+        let (deleted, generation) = self
+            .store
+            .delete_records(project_id, sync_id, &found)
+            .await?;
+        Ok(DeleteRecordsOutcome {
+            deleted: deleted as u32,
+            not_found: (unique.len() - found.len()) as u32,
+            generation,
+        })
+    }
+
+    /// Replaces the members of the named groups of a sync.
+    pub async fn put_groups(
+        &self,
+        project_id: &str,
+        sync_id: &str,
+        raw: RawPutGroups,
+    ) -> Result<u32> {
+        let groups = validate_groups(raw)?;
+        self.sync_row(project_id, sync_id).await?;
+        self.store
+            .put_group_members(project_id, sync_id, &groups)
+            .await?;
+        Ok(groups.len() as u32)
+    }
+
+    /// Every replica of a sync; an error if one is not configured (writes need them all).
+    fn sync_clients(&self, sync: &SyncRow) -> Result<Vec<ShardClient>> {
+        sync.shard_ids
+            .iter()
+            .map(|id| {
+                self.shards.get(id).cloned().ok_or_else(|| {
+                    tracing::error!(sync_id = %sync.id, shard_id = %id, "sync placed on a shard that is not configured");
+                    Error::Unavailable("a shard holding this sync is not available".into())
+                })
+            })
+            .collect()
+    }
+
+    /// The syncs a search covers and the caller's principal tokens in each, with the identities
+    /// applied and unused.
+    async fn scopes(
+        &self,
+        project_id: &str,
+        syncs: Vec<SyncRow>,
+        identity: &[IdentityEntry],
+    ) -> Result<(Vec<Scope>, AppliedIdentities)> {
+        let mut applied: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Group memberships of every principal in every sync, in one store call.
+        let sync_ids: Vec<String> = syncs.iter().map(|s| s.id.clone()).collect();
+        let mut members: Vec<String> = identity
+            .iter()
+            .map(|e| e.principal.trim().to_lowercase())
+            .collect();
+        members.sort();
+        members.dedup();
+        let memberships = self
+            .store
+            .group_memberships(project_id, &sync_ids, &members)
+            .await?;
+        let mut scopes = Vec::with_capacity(syncs.len());
+        for sync in syncs {
+            let entries: Vec<&IdentityEntry> = identity
+                .iter()
+                .filter(|e| e.source.as_deref().is_none_or(|s| s == sync.source))
+                .collect();
+            let mine: HashSet<String> = entries
+                .iter()
+                .map(|e| e.principal.trim().to_lowercase())
+                .collect();
+            let mut principals = vec![ANYONE.to_string()];
+            for e in &entries {
+                principals.push(user_token(&e.principal));
+                if let Some(domain) = email_domain(&e.principal) {
+                    principals.push(domain_token(domain));
+                }
+            }
+            principals.extend(
+                memberships
+                    .iter()
+                    .filter(|(s, _, member)| *s == sync.id && mine.contains(member))
+                    .map(|(_, group, _)| group_token(group)),
+            );
+            principals.sort();
+            principals.dedup();
+            if !entries.is_empty() {
+                let list = applied.entry(sync.source.clone()).or_default();
+                for e in &entries {
+                    if !list.contains(&e.principal) {
+                        list.push(e.principal.clone());
+                    }
+                }
+            }
+            scopes.push(Scope { sync, principals });
+        }
+        let searched: HashSet<&str> = scopes.iter().map(|s| s.sync.source.as_str()).collect();
+        let unused = identity
+            .iter()
+            .filter(|e| match &e.source {
+                Some(source) => !searched.contains(source.as_str()),
+                None => searched.is_empty(),
+            })
+            .map(|e| UnusedIdentity {
+                source: e.source.clone(),
+                principal: e.principal.clone(),
+            })
+            .collect();
+        Ok((scopes, AppliedIdentities { applied, unused }))
+    }
+
+    /// The best passages the identity may read, grouped by record.
+    pub async fn search_context(
+        &self,
+        req: ContextSearch,
+        request_id: &str,
+    ) -> Result<ContextSearchResponse> {
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
+        let mut trace = TraceRecorder::new(started, req.diagnostics);
+        let settings = self.settings.context;
+
+        // Scope: the project's syncs, narrowed by sources and syncIds.
+        let all = self.store.list_syncs(&req.project_id).await?;
+        if let Some((i, _)) = req
+            .sync_ids
+            .iter()
+            .enumerate()
+            .find(|(_, id)| !all.iter().any(|s| &s.id == *id))
+        {
+            return Err(Error::invalid(
+                format!("syncIds[{i}]"),
+                "this project has no sync with this id",
+            ));
+        }
+        let syncs: Vec<SyncRow> = all
+            .into_iter()
+            .filter(|s| req.sources.is_empty() || req.sources.contains(&s.source))
+            .filter(|s| req.sync_ids.is_empty() || req.sync_ids.contains(&s.id))
+            .collect();
+        let generation: u64 = syncs.iter().map(|s| s.generation).sum();
+        let (scopes, identities) = self.scopes(&req.project_id, syncs, &req.identity).await?;
+        trace.step("scope");
+
+        // The query embedding and the global lexical statistics, together.
+        let first_parts = self.segment_parts(&scopes, &HashMap::new());
+        let embed = async {
+            if !req.mode.dense() || scopes.is_empty() {
+                return None;
+            }
+            let t = Instant::now();
+            Some((self.embed_query(&req.query).await, t.elapsed()))
+        };
+        let stats = async {
+            if !req.mode.lexical() || first_parts.len() < 2 {
+                return None;
+            }
+            let t = Instant::now();
+            let stats = self
+                .context_stats(&req, &first_parts, &scopes, request_id, deadline)
+                .await;
+            Some((stats, t.elapsed()))
+        };
+        let (embedded, stats) = tokio::join!(embed, stats);
+        let mut retrieval_mode = match req.mode {
+            RetrievalMode::Hybrid => "hybrid",
+            RetrievalMode::Lexical => "lexical",
+            RetrievalMode::Dense => "dense",
+        };
+        let vector = match embedded {
+            None => None,
+            Some((Ok(vector), took)) => {
+                trace.push("embed", took);
+                Some(vector)
+            }
+            Some((Err(err), took)) => {
+                trace.push("embed", took);
+                tracing::warn!(request_id, error = %err, "query embedding failed");
+                if req.mode == RetrievalMode::Dense {
+                    return Err(Error::Unavailable(
+                        "the embedding model is unavailable".into(),
+                    ));
+                }
+                retrieval_mode = "semantic_failed_open";
+                None
+            }
+        };
+        let stats: Option<TermStats> = stats.map(|(stats, took)| {
+            trace.push("term_stats", took);
+            stats
+        });
+        trace.step("prepare");
+
+        // Fan out; a failed shard's syncs are retried once on their next replica.
+        let request_for = |scopes: Vec<SyncScope>| ContextSearchRequest {
+            project_id: req.project_id.clone(),
+            syncs: scopes,
+            query: req.query.clone(),
+            vector: vector.as_ref().map(|v| v.to_vec()),
+            limit: settings.candidates,
+            lexical: req.mode.lexical(),
+            stats: stats.clone(),
+        };
+        let mut answers: Vec<ShardAnswer> = Vec::new();
+        let mut tried: HashMap<String, Vec<String>> = HashMap::new();
+        let mut parts = first_parts;
+        let mut failed_syncs: Vec<usize> = Vec::new();
+        for round in 0..2 {
+            let calls = parts.iter().map(|(shard_id, members)| {
+                let client = self.shards.get(shard_id).cloned();
+                let request = request_for(
+                    members
+                        .iter()
+                        .map(|&i| SyncScope {
+                            sync_id: scopes[i].sync.id.clone(),
+                            principals: scopes[i].principals.clone(),
+                        })
+                        .collect(),
+                );
+                async move {
+                    let t = Instant::now();
+                    let timeout = deadline.saturating_duration_since(Instant::now());
+                    let result = match client {
+                        Some(c) => c.search_segments(request, request_id, timeout).await,
+                        None => Err(Error::Unavailable("shard not configured".into())),
+                    };
+                    (result, t.elapsed())
+                }
+            });
+            let results = join_all(calls).await;
+            let mut retry: Vec<usize> = Vec::new();
+            for ((shard_id, members), (result, took)) in parts.iter().zip(results) {
+                if req.diagnostics {
+                    trace.push(&format!("shard:{shard_id}"), took);
+                }
+                if req.diagnostics
+                    && let Ok(answer) = &result
+                {
+                    let t = answer.timings;
+                    for (step, ms) in [
+                        ("prepare", t.prepare_ms),
+                        ("lexical", t.lexical_ms),
+                        ("dense", t.dense_ms),
+                        ("assemble", t.assemble_ms),
+                    ] {
+                        trace.push(
+                            &format!("shard:{shard_id}:{step}"),
+                            Duration::from_secs_f64(ms / 1e3),
+                        );
+                    }
+                }
+                match result {
+                    Ok(answer) => answers.push(answer),
+                    Err(err) => {
+                        tracing::warn!(request_id, shard_id = %shard_id, error = %err, "segment search failed on a shard");
+                        for &i in members {
+                            tried
+                                .entry(scopes[i].sync.id.clone())
+                                .or_default()
+                                .push(shard_id.clone());
+                            retry.push(i);
+                        }
+                    }
+                }
+            }
+            if retry.is_empty() {
+                break;
+            }
+            if round == 1 || Instant::now() >= deadline {
+                failed_syncs.extend(retry);
+                break;
+            }
+            // Syncs with no other replica stay failed; the others are tried once more.
+            parts = self.segment_parts_of(&scopes, &retry, &tried);
+            let placed: HashSet<usize> =
+                parts.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+            failed_syncs.extend(retry.into_iter().filter(|i| !placed.contains(i)));
+            if parts.is_empty() {
+                break;
+            }
+        }
+        trace.step("fanout");
+
+        // Whole syncs that could not be searched: their readable segments are not searchable.
+        let mut not_searchable_syncs: Vec<usize> = failed_syncs;
+        let mut lexical_failed: HashSet<&str> = HashSet::new();
+        for answer in &answers {
+            for f in &answer.failures {
+                if let Some(i) = scopes.iter().position(|s| s.sync.id == f.integration) {
+                    match f.retriever.as_str() {
+                        "lexical" => {
+                            lexical_failed.insert(scopes[i].sync.id.as_str());
+                        }
+                        "dense" => {}
+                        _ => not_searchable_syncs.push(i),
+                    }
+                }
+            }
+        }
+        not_searchable_syncs.sort_unstable();
+        not_searchable_syncs.dedup();
+        let mut segments_not_searchable = 0;
+        for &i in &not_searchable_syncs {
+            segments_not_searchable += self
+                .store
+                .readable_segments(&req.project_id, &scopes[i].sync.id, &scopes[i].principals)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::warn!(request_id, error = %err, "counting unsearchable segments failed");
+                    0
+                });
+        }
+        let mut lexical_on = req.mode.lexical();
+        let searched: Vec<&str> = scopes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !not_searchable_syncs.contains(i))
+            .map(|(_, s)| s.sync.id.as_str())
+            .collect();
+        if lexical_on
+            && vector.is_some()
+            && !searched.is_empty()
+            && searched.iter().all(|s| lexical_failed.contains(s))
+        {
+            retrieval_mode = "lexical_failed_open";
+            lexical_on = false;
+        }
+
+        // Merge each retriever across shards, then fuse.
+        let limit = settings.candidates as usize;
+        let mut lexical: Vec<SegmentHit> = Vec::new();
+        let mut dense: Vec<SegmentHit> = Vec::new();
+        let mut lexical_matched: u64 = 0;
+        let mut texts: HashMap<String, SegmentData> = HashMap::new();
+        let mut records: HashMap<(String, String), RecordInfo> = HashMap::new();
+        for answer in answers {
+            if lexical_on {
+                lexical.extend(answer.lexical);
+                lexical_matched += answer.lexical_matched;
+            }
+            if vector.is_some() {
+                dense.extend(answer.dense);
+            }
+            for s in answer.segments {
+                texts.insert(segment_key(&s.sync_id, &s.record_id, s.ordinal), s);
+            }
+            for r in answer.records {
+                records.insert((r.sync_id.clone(), r.record_id.clone()), r);
+            }
+        }
+        for list in [&mut lexical, &mut dense] {
+            list.sort_by(segment_hit_order);
+            list.dedup_by(|a, b| a.key() == b.key());
+            list.truncate(limit);
+        }
+        let segments_beyond_pool_cap = lexical_matched.saturating_sub(lexical.len() as u64);
+        let keyed = |hits: &[SegmentHit]| -> Vec<(String, f64)> {
+            hits.iter().map(|h| (h.key(), f64::from(h.score))).collect()
+        };
+        let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
+        let (fused, floor) = fuse_keyed(
+            self.settings.search.fusion,
+            self.settings.search.rrf_k,
+            [settings.lexical_weight, settings.dense_weight],
+            &as_refs(&lexical_keys),
+            &as_refs(&dense_keys),
+        );
+        trace.step("fuse");
+
+        // Group by record, in fused order.
+        let sources: HashMap<&str, &str> = scopes
+            .iter()
+            .map(|s| (s.sync.id.as_str(), s.sync.source.as_str()))
+            .collect();
+        let mut unjoinable = 0u64;
+        let mut order: Vec<(String, String)> = Vec::new();
+        let mut grouped: HashMap<(String, String), Vec<(&SegmentData, f64)>> = HashMap::new();
+        for item in &fused {
+            let Some(segment) = texts.get(item.key) else {
+                unjoinable += 1;
+                continue;
+            };
+            let record_key = (segment.sync_id.clone(), segment.record_id.clone());
+            if !records.contains_key(&record_key) || !sources.contains_key(segment.sync_id.as_str())
+            {
+                unjoinable += 1;
+                continue;
+            }
+            let list = grouped.entry(record_key.clone()).or_insert_with(|| {
+                order.push(record_key);
+                Vec::new()
+            });
+            if list.len() < req.segments_per_record as usize {
+                list.push((segment, item.score));
+            }
+        }
+        // Records are ranked by fusing each retriever's best passage of every record, so a
+        // record both retrievers found gets both votes even when they prefer different passages
+        // of it; its passages keep the order of the passage-level fusion.
+        let best_per_record = |hits: &[SegmentHit]| -> Vec<(String, f64)> {
+            let mut seen = HashSet::new();
+            hits.iter()
+                .filter(|h| seen.insert((h.sync_id.as_str(), h.record_id.as_str())))
+                .map(|h| {
+                    (
+                        format!("{}\n{}", h.sync_id, h.record_id),
+                        f64::from(h.score),
+                    )
+                })
+                .collect()
+        };
+        let (lexical_records, dense_records) = (best_per_record(&lexical), best_per_record(&dense));
+        let (record_fused, record_floor) = fuse_keyed(
+            self.settings.search.fusion,
+            self.settings.search.rrf_k,
+            [settings.lexical_weight, settings.dense_weight],
+            &as_refs(&lexical_records),
+            &as_refs(&dense_records),
+        );
+        let record_score: HashMap<&str, f64> =
+            record_fused.iter().map(|f| (f.key, f.score)).collect();
+        let score_of = |key: &(String, String)| {
+            record_score
+                .get(format!("{}\n{}", key.0, key.1).as_str())
+                .copied()
+                .unwrap_or(record_floor)
+        };
+        order.sort_by(|a, b| score_of(b).total_cmp(&score_of(a)));
+        let scale = |score: f64, best: f64, floor: f64| {
+            ((score - floor) / (best - floor).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0)
+        };
+        let best_record = record_fused.first().map_or(1.0, |f| f.score);
+        let best = fused.first().map_or(1.0, |f| f.score);
+        let relevancy = |score: f64| scale(score, best, floor);
+        let records_total = order.len() as u64;
+        let results: Vec<ContextResult> = order
+            .into_iter()
+            .take(req.top_k as usize)
+            .map(|key| {
+                let info = &records[&key];
+                let segments = &grouped[&key];
+                ContextResult {
+                    id: format!("{}.{}", info.sync_id, info.record_id),
+                    sync_id: info.sync_id.clone(),
+                    source: sources[info.sync_id.as_str()].to_string(),
+                    relevancy: scale(score_of(&key), best_record, record_floor),
+                    rerank_score: None,
+                    generation: info.generation,
+                    display_name: info.display_name.clone(),
+                    segments: segments
+                        .iter()
+                        .map(|(s, score)| {
+                            let pointer = pointer_of(s);
+                            ResultSegment {
+                                chunk_id: pointer.clone(),
+                                pointer,
+                                text: s.text.clone(),
+                                relevancy: relevancy(*score),
+                                rerank_score: None,
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        trace.step("group");
+
+        let returned = results.len() as u32;
+        let usage = ContextUsage {
+            returned,
+            segments_returned: results.iter().map(|r| r.segments.len() as u32).sum(),
+            generation,
+            retrieval_mode,
+            rerank_outcome: if req.rerank == Some(false) {
+                "disabled_by_request"
+            } else {
+                "disabled_by_deployment"
+            },
+            dropped: Drops {
+                segments_beyond_pool_cap,
+                segments_unjoinable: unjoinable,
+                segments_not_searchable,
+                records_beyond_top_k: records_total - u64::from(returned),
+            },
+            degraded: None,
+            underfilled: returned < req.top_k,
+            permission_filtered: true,
+            identities,
+        };
+        Ok(ContextSearchResponse {
+            results,
+            usage,
+            trace: req.diagnostics.then(|| trace.finish()),
+        })
+    }
+
+    /// Syncs (by position in `scopes`) grouped by the first configured shard holding them.
+    fn segment_parts(
+        &self,
+        scopes: &[Scope],
+        tried: &HashMap<String, Vec<String>>,
+    ) -> Vec<(String, Vec<usize>)> {
+        let all: Vec<usize> = (0..scopes.len()).collect();
+        self.segment_parts_of(scopes, &all, tried)
+    }
+
+    /// Like [`Router::segment_parts`] for some of the syncs, skipping shards already tried.
+    fn segment_parts_of(
+        &self,
+        scopes: &[Scope],
+        members: &[usize],
+        tried: &HashMap<String, Vec<String>>,
+    ) -> Vec<(String, Vec<usize>)> {
+        let mut by_shard: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for &i in members {
+            let sync = &scopes[i].sync;
+            let skip = tried.get(&sync.id);
+            if let Some(id) = sync
+                .shard_ids
+                .iter()
+                .find(|id| self.shards.get(id).is_some() && skip.is_none_or(|t| !t.contains(id)))
+            {
+                by_shard.entry(id.clone()).or_default().push(i);
+            }
+        }
+        by_shard.into_iter().collect()
+    }
+
+    /// Sums the BM25 statistics of every part's syncs; a shard that does not answer is left out.
+    async fn context_stats(
+        &self,
+        req: &ContextSearch,
+        parts: &[(String, Vec<usize>)],
+        scopes: &[Scope],
+        request_id: &str,
+        deadline: Instant,
+    ) -> TermStats {
+        let calls = parts.iter().filter_map(|(shard_id, members)| {
+            let client = self.shards.get(shard_id)?.clone();
+            let request = ContextStatsRequest {
+                project_id: req.project_id.clone(),
+                sync_ids: members.iter().map(|&i| scopes[i].sync.id.clone()).collect(),
+                query: req.query.clone(),
+            };
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            Some(async move {
+                client
+                    .context_term_stats(request, request_id, timeout)
+                    .await
+            })
+        });
+        let mut total = TermStats::default();
+        for result in join_all(calls).await {
+            match result {
+                Ok(stats) => total.merge(&stats),
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err, "segment statistics failed on a shard")
+                }
+            }
+        }
+        total
+    }
+
+    /// A segment and the segments around it, if the identity may read its record. An unknown,
+    /// stale or forbidden pointer gives the same error.
+    pub async fn read_segment_context(
+        &self,
+        req: ReadContext,
+        request_id: &str,
+    ) -> Result<ReadContextResponse> {
+        let pointer = Pointer::decode(&req.pointer).ok_or_else(no_such_segment)?;
+        let sync = self
+            .store
+            .get_sync(&req.project_id, &pointer.sync_id)
+            .await?
+            .ok_or_else(no_such_segment)?;
+        let (mut scopes, _) = self
+            .scopes(&req.project_id, vec![sync], &req.identity)
+            .await?;
+        let Scope { sync, principals } = scopes.pop().expect("one scope");
+        let request = ReadSegmentsRequest {
+            project_id: req.project_id.clone(),
+            sync_id: sync.id.clone(),
+            record_id: pointer.record_id.clone(),
+            ordinal: pointer.ordinal,
+            before: req.before,
+            after: req.after,
+            principals,
+        };
+        let timeout = Duration::from_millis(self.settings.search.deadline_ms);
+        let mut last_error = Error::Unavailable("no shard holding this sync is available".into());
+        for shard_id in &sync.shard_ids {
+            let Some(client) = self.shards.get(shard_id) else {
+                continue;
+            };
+            match client
+                .read_segments(request.clone(), request_id, timeout)
+                .await
+            {
+                Ok(None) => return Err(no_such_segment()),
+                Ok(Some(read)) => {
+                    let anchor = read
+                        .segments
+                        .iter()
+                        .find(|s| s.ordinal == pointer.ordinal)
+                        .ok_or_else(no_such_segment)?;
+                    if text_hash(&anchor.text) != pointer.text_hash {
+                        return Err(no_such_segment());
+                    }
+                    return Ok(ReadContextResponse {
+                        id: format!("{}.{}", sync.id, read.record.record_id),
+                        sync_id: sync.id.clone(),
+                        source: sync.source.clone(),
+                        display_name: read.record.display_name.clone(),
+                        generation: read.record.generation,
+                        total_segments: read.record.segments,
+                        segments: read
+                            .segments
+                            .iter()
+                            .map(|s| ContextSegment {
+                                pointer: pointer_of(s),
+                                text: s.text.clone(),
+                                ordinal: s.ordinal,
+                                anchor: s.ordinal == pointer.ordinal,
+                            })
+                            .collect(),
+                    });
+                }
+                Err(err) => {
+                    tracing::warn!(request_id, shard_id = %shard_id, error = %err, "reading segments failed on a shard");
+                    last_error = err;
+                }
+            }
+        }
+        Err(last_error)
+    }
+}
+
+fn as_refs(v: &[(String, f64)]) -> Vec<(&str, f64)> {
+    v.iter().map(|(k, s)| (k.as_str(), *s)).collect()
+}
+
+fn pointer_of(s: &SegmentData) -> String {
+    Pointer {
+        sync_id: s.sync_id.clone(),
+        record_id: s.record_id.clone(),
+        ordinal: s.ordinal,
+        text_hash: text_hash(&s.text),
+    }
+    .encode()
+}
+
+/// What decides whether a record must be rewritten: everything indexed from it, and the
+/// segmentation settings.
+fn content_hash(record: &RecordInput, params: SegmentParams) -> String {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"record/v1");
+    field(format!("{}/{}", params.segment_words, params.overlap_words).as_bytes());
+    field(record.display_name.as_deref().unwrap_or("").as_bytes());
+    field(record.mime.as_bytes());
+    field(record.modified_at.as_deref().unwrap_or("").as_bytes());
+    field(record.acl.tokens().join("\n").as_bytes());
+    field(record.text.as_bytes());
+    if let Some(segments) = &record.segments {
+        for s in segments {
+            field(s.text.as_bytes());
+            let bytes: Vec<u8> = s.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+            field(&bytes);
+        }
+    }
+    let digest = h.finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Segments and embeds the changed records (blocking). Generations continue the stored ones.
+fn prepare_records(
+    changed: Vec<(RecordInput, String)>,
+    existing: &HashMap<String, RecordEntry>,
+    params: SegmentParams,
+    embedder: &dyn agentsearch_embed::Embedder,
+    batch_size: usize,
+) -> Result<Vec<(IndexedRecord, String)>> {
+    let mut out = Vec::with_capacity(changed.len());
+    let mut to_embed: Vec<String> = Vec::new();
+    let mut slots: Vec<(usize, usize)> = Vec::new();
+    for (record, hash) in changed {
+        let generation = existing.get(&record.id).map_or(0, |e| e.generation) + 1;
+        let principals = record.acl.tokens();
+        let segments: Vec<IndexedSegment> = match record.segments {
+            Some(given) => given
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| IndexedSegment {
+                    ordinal: i as u32,
+                    text: s.text,
+                    vector: normalised(s.vector),
+                })
+                .collect(),
+            None => segment(&record.text, params)
+                .into_iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    to_embed.push(segment_embedding_text(
+                        record.display_name.as_deref(),
+                        &text,
+                    ));
+                    slots.push((out.len(), i));
+                    IndexedSegment {
+                        ordinal: i as u32,
+                        text,
+                        vector: Vec::new(),
+                    }
+                })
+                .collect(),
+        };
+        out.push((
+            IndexedRecord {
+                record_id: record.id,
+                display_name: record.display_name,
+                generation,
+                principals,
+                segments,
+            },
+            hash,
+        ));
+    }
+    if !to_embed.is_empty() {
+        let vectors = agentsearch_embed::embed_batched(embedder, &to_embed, batch_size, |_| {})
+            .map_err(|e| {
+                tracing::error!(error = %e, "embedding segments failed");
+                Error::Unavailable("the embedding model is unavailable".into())
+            })?;
+        for ((record, segment), vector) in slots.into_iter().zip(vectors) {
+            out[record].0.segments[segment].vector = vector;
+        }
+    }
+    Ok(out)
+}
+
+/// Scales a vector to unit length (inner product = cosine, as for the deployment's own vectors).
+fn normalised(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in &mut v {
+            *x /= norm;
+        }
+    }
+    v
+}

@@ -1,0 +1,1174 @@
+//! The public context-search API: requests as received ([`RawContextSearch`] and friends, parsed
+//! from camelCase JSON by REST and built from messages by gRPC), their validation into domain
+//! form, and the responses. Both adapters go through the same `validate` functions, so the rules
+//! and the field names in errors are the same on both.
+
+use std::collections::{BTreeMap, HashSet};
+
+use agentsearch_common::context::{Acl, SOURCES};
+use agentsearch_common::ids::truncate;
+use agentsearch_common::shard::RetrievalMode;
+use agentsearch_common::{Error, FieldViolation};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::api::Trace;
+
+pub const MAX_QUERY_CHARS: usize = 1024;
+pub const MAX_TOP_K: i64 = 50;
+pub const DEFAULT_TOP_K: u32 = 10;
+pub const MAX_SEGMENTS_PER_RECORD: i64 = 5;
+pub const MAX_SOURCES: usize = 6;
+pub const MAX_SYNC_IDS: usize = 50;
+pub const MAX_IDENTITIES: usize = 20;
+pub const MAX_PRINCIPAL_CHARS: usize = 1024;
+/// Segments read on each side of an anchor, at most.
+pub const MAX_READ_AROUND: i64 = 10;
+/// Records per upsert batch.
+pub const MAX_RECORDS: usize = 1000;
+pub const MAX_RECORD_ID_CHARS: usize = 512;
+pub const MAX_DISPLAY_NAME_CHARS: usize = 1024;
+/// Bytes of text per record.
+pub const MAX_TEXT_BYTES: usize = 4 * 1024 * 1024;
+/// Entries per ACL list, and members per group.
+pub const MAX_ACL_ENTRIES: usize = 10_000;
+/// Precomputed segments per record.
+pub const MAX_SEGMENTS_PER_INPUT: usize = 10_000;
+pub const MAX_GROUPS: usize = 1000;
+
+/// Parses a JSON body into `T`; a problem is `REQUEST_INVALID` naming the field's path
+/// (`records[2].acl.users`), an unknown property included.
+pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
+    if body.is_empty() {
+        return Err(Error::invalid("body", "a JSON object is required"));
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Error::invalid("body", "must be a JSON object"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    let value = parsed.map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.inner().to_string();
+        // Unknown properties are named by their path, or by their parent's: name the property.
+        let unknown = message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string);
+        let field = match (unknown, path.as_str()) {
+            (Some(name), ".") => name,
+            (Some(name), p) if p == name || p.ends_with(&format!(".{name}")) => p.to_string(),
+            (Some(name), parent) => format!("{parent}.{name}"),
+            (None, ".") => "body".to_string(),
+            (None, p) => p.to_string(),
+        };
+        let message = message.split(" at line ").next().unwrap_or("").to_string();
+        Error::invalid(field, message)
+    })?;
+    de.end()
+        .map_err(|e| Error::invalid("body", format!("trailing characters: {e}")))?;
+    Ok(value)
+}
+
+// ---- Identities ----
+
+/// `identity`: one account for every source, or one per source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawIdentity {
+    One(String),
+    Many(Vec<RawIdentityEntry>),
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIdentityEntry {
+    pub principal: String,
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// One account whose access applies; `source: None` applies to every source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IdentityEntry {
+    pub principal: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Validates `identity` (or the deprecated `email`); no identity is an empty list.
+fn identities(
+    v: &mut Vec<FieldViolation>,
+    identity: Option<RawIdentity>,
+    email: Option<String>,
+) -> Vec<IdentityEntry> {
+    let (field, raw) = match (identity, email) {
+        (Some(_), Some(_)) => {
+            v.push(FieldViolation::new(
+                "email",
+                "is deprecated and cannot be combined with identity; send identity only",
+            ));
+            return Vec::new();
+        }
+        (Some(identity), None) => ("identity", identity),
+        (None, Some(email)) => ("email", RawIdentity::One(email)),
+        (None, None) => return Vec::new(),
+    };
+    let entries: Vec<(String, RawIdentityEntry)> = match raw {
+        RawIdentity::One(principal) => vec![(
+            field.to_string(),
+            RawIdentityEntry {
+                principal,
+                source: None,
+            },
+        )],
+        RawIdentity::Many(list) => {
+            if list.is_empty() || list.len() > MAX_IDENTITIES {
+                v.push(FieldViolation::new(
+                    field,
+                    format!(
+                        "must list 1 to {MAX_IDENTITIES} accounts, got {}",
+                        list.len()
+                    ),
+                ));
+                return Vec::new();
+            }
+            list.into_iter()
+                .enumerate()
+                .map(|(i, e)| (format!("{field}[{i}]"), e))
+                .collect()
+        }
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (path, entry) in entries {
+        let principal = entry.principal.trim().to_string();
+        let principal_field = if path.ends_with(']') {
+            format!("{path}.principal")
+        } else {
+            path.clone()
+        };
+        if principal.is_empty() {
+            v.push(FieldViolation::new(principal_field, "must not be empty"));
+            continue;
+        }
+        if principal.chars().count() > MAX_PRINCIPAL_CHARS
+            || principal.chars().any(char::is_control)
+        {
+            v.push(FieldViolation::new(
+                principal_field,
+                format!("must be at most {MAX_PRINCIPAL_CHARS} printable characters"),
+            ));
+            continue;
+        }
+        if let Some(source) = &entry.source
+            && !SOURCES.contains(&source.as_str())
+        {
+            v.push(FieldViolation::new(
+                format!("{path}.source"),
+                format!(
+                    "`{}` is not a source; expected one of {}",
+                    truncate(source, 32),
+                    SOURCES.join(", ")
+                ),
+            ));
+            continue;
+        }
+        let entry = IdentityEntry {
+            principal,
+            source: entry.source,
+        };
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
+}
+
+// ---- Search ----
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawContextSearch {
+    pub query: Option<String>,
+    pub sources: Option<Vec<String>>,
+    pub sync_ids: Option<Vec<String>>,
+    pub top_k: Option<i64>,
+    pub segments_per_record: Option<i64>,
+    pub rerank: Option<bool>,
+    pub identity: Option<RawIdentity>,
+    /// Deprecated alias of a single `identity`.
+    pub email: Option<String>,
+    /// Retrievers: hybrid (default), lexical or dense; for evaluation.
+    pub mode: Option<String>,
+    #[serde(skip)]
+    pub diagnostics: bool,
+}
+
+/// A validated context search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextSearch {
+    pub project_id: String,
+    pub query: String,
+    /// Empty: every source.
+    pub sources: Vec<String>,
+    /// Empty: every sync.
+    pub sync_ids: Vec<String>,
+    pub top_k: u32,
+    pub segments_per_record: u32,
+    pub rerank: Option<bool>,
+    pub identity: Vec<IdentityEntry>,
+    pub mode: RetrievalMode,
+    pub diagnostics: bool,
+}
+
+impl RawContextSearch {
+    /// Checks every field; all violations are reported at once.
+    pub fn validate(self, project_id: String) -> Result<ContextSearch, Error> {
+        let mut v = Vec::new();
+        let query = query(&mut v, self.query);
+        let sources = sources(&mut v, self.sources);
+        let sync_ids = match self.sync_ids {
+            None => Vec::new(),
+            Some(ids) if ids.len() > MAX_SYNC_IDS => {
+                v.push(FieldViolation::new(
+                    "syncIds",
+                    format!("must have at most {MAX_SYNC_IDS} items, got {}", ids.len()),
+                ));
+                Vec::new()
+            }
+            Some(ids) => {
+                let mut out = Vec::new();
+                for (i, id) in ids.into_iter().enumerate() {
+                    match parse_sync_id(&format!("syncIds[{i}]"), &id) {
+                        Ok(id) if !out.contains(&id) => out.push(id),
+                        Ok(_) => {}
+                        Err(e) => v.push(e),
+                    }
+                }
+                out
+            }
+        };
+        let top_k = bounded(&mut v, "topK", self.top_k, 1, MAX_TOP_K).unwrap_or(DEFAULT_TOP_K);
+        let segments_per_record = bounded(
+            &mut v,
+            "segmentsPerRecord",
+            self.segments_per_record,
+            1,
+            MAX_SEGMENTS_PER_RECORD,
+        )
+        .unwrap_or(1);
+        let identity = identities(&mut v, self.identity, self.email);
+        let mode = crate::api::retrieval_mode(&mut v, self.mode.as_deref());
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        Ok(ContextSearch {
+            project_id,
+            query,
+            sources,
+            sync_ids,
+            top_k,
+            segments_per_record,
+            rerank: self.rerank,
+            identity,
+            mode,
+            diagnostics: self.diagnostics,
+        })
+    }
+}
+
+fn query(v: &mut Vec<FieldViolation>, query: Option<String>) -> String {
+    match query {
+        None => {
+            v.push(FieldViolation::new("query", "is required"));
+            String::new()
+        }
+        Some(q) if q.trim().is_empty() => {
+            v.push(FieldViolation::new("query", "must not be empty"));
+            q
+        }
+        Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
+            v.push(FieldViolation::new(
+                "query",
+                format!(
+                    "must be at most {MAX_QUERY_CHARS} characters, got {}",
+                    q.chars().count()
+                ),
+            ));
+            q
+        }
+        Some(q) => q,
+    }
+}
+
+fn sources(v: &mut Vec<FieldViolation>, sources: Option<Vec<String>>) -> Vec<String> {
+    let Some(sources) = sources else {
+        return Vec::new();
+    };
+    if sources.is_empty() || sources.len() > MAX_SOURCES {
+        v.push(FieldViolation::new(
+            "sources",
+            format!(
+                "must list 1 to {MAX_SOURCES} sources when present (omit it to search all), got {}",
+                sources.len()
+            ),
+        ));
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, s) in sources.into_iter().enumerate() {
+        if !SOURCES.contains(&s.as_str()) {
+            v.push(FieldViolation::new(
+                format!("sources[{i}]"),
+                format!(
+                    "`{}` is not a source; expected one of {}",
+                    truncate(&s, 32),
+                    SOURCES.join(", ")
+                ),
+            ));
+        } else if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn bounded(
+    v: &mut Vec<FieldViolation>,
+    field: &str,
+    value: Option<i64>,
+    min: i64,
+    max: i64,
+) -> Option<u32> {
+    let value = value?;
+    if (min..=max).contains(&value) {
+        Some(value as u32)
+    } else {
+        v.push(FieldViolation::new(
+            field,
+            format!("must be between {min} and {max}, got {value}"),
+        ));
+        None
+    }
+}
+
+/// A sync id: a UUID, returned in its lowercase hyphenated form.
+pub fn parse_sync_id(field: &str, value: &str) -> Result<String, FieldViolation> {
+    uuid::Uuid::try_parse(value)
+        .map(|u| u.hyphenated().to_string())
+        .map_err(|_| {
+            FieldViolation::new(
+                field,
+                format!("must be a UUID, got `{}`", truncate(value, 64)),
+            )
+        })
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextSearchResponse {
+    pub results: Vec<ContextResult>,
+    pub usage: ContextUsage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextResult {
+    /// `{syncId}.{recordId}`.
+    pub id: String,
+    pub sync_id: String,
+    pub source: String,
+    pub relevancy: f64,
+    /// Always present; null when the record was not reranked.
+    pub rerank_score: Option<f64>,
+    pub generation: u64,
+    pub display_name: Option<String>,
+    pub segments: Vec<ResultSegment>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultSegment {
+    pub pointer: String,
+    /// Deprecated alias of `pointer`.
+    pub chunk_id: String,
+    pub text: String,
+    pub relevancy: f64,
+    pub rerank_score: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUsage {
+    pub returned: u32,
+    pub segments_returned: u32,
+    pub generation: u64,
+    pub retrieval_mode: &'static str,
+    pub rerank_outcome: &'static str,
+    pub dropped: Drops,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<&'static str>,
+    pub underfilled: bool,
+    pub permission_filtered: bool,
+    pub identities: AppliedIdentities,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drops {
+    pub segments_beyond_pool_cap: u64,
+    pub segments_unjoinable: u64,
+    pub segments_not_searchable: u64,
+    pub records_beyond_top_k: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AppliedIdentities {
+    /// Principals applied, by searched source.
+    pub applied: BTreeMap<String, Vec<String>>,
+    /// Accounts that matched no searched source.
+    pub unused: Vec<UnusedIdentity>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnusedIdentity {
+    pub source: Option<String>,
+    pub principal: String,
+}
+
+// ---- Read around a segment ----
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawReadContext {
+    pub pointer: Option<String>,
+    pub before: Option<i64>,
+    pub after: Option<i64>,
+    pub identity: Option<RawIdentity>,
+    pub email: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadContext {
+    pub project_id: String,
+    pub pointer: String,
+    pub before: u32,
+    pub after: u32,
+    pub identity: Vec<IdentityEntry>,
+}
+
+impl RawReadContext {
+    pub fn validate(self, project_id: String) -> Result<ReadContext, Error> {
+        let mut v = Vec::new();
+        let pointer = match self.pointer {
+            Some(p) if !p.is_empty() && p.len() <= 4096 => p,
+            Some(_) => {
+                v.push(FieldViolation::new(
+                    "pointer",
+                    "must be a pointer from a search result",
+                ));
+                String::new()
+            }
+            None => {
+                v.push(FieldViolation::new("pointer", "is required"));
+                String::new()
+            }
+        };
+        let before = bounded(&mut v, "before", self.before, 0, MAX_READ_AROUND).unwrap_or(1);
+        let after = bounded(&mut v, "after", self.after, 0, MAX_READ_AROUND).unwrap_or(1);
+        let identity = identities(&mut v, self.identity, self.email);
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        Ok(ReadContext {
+            project_id,
+            pointer,
+            before,
+            after,
+            identity,
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadContextResponse {
+    /// `{syncId}.{recordId}`.
+    pub id: String,
+    pub sync_id: String,
+    pub source: String,
+    pub display_name: Option<String>,
+    pub generation: u64,
+    /// Segments of the whole record.
+    pub total_segments: u32,
+    pub segments: Vec<ContextSegment>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextSegment {
+    pub pointer: String,
+    pub text: String,
+    pub ordinal: u32,
+    pub anchor: bool,
+}
+
+// ---- Syncs ----
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCreateSync {
+    pub id: Option<String>,
+    pub source: Option<String>,
+    pub owner: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateSync {
+    pub project_id: String,
+    pub id: String,
+    pub source: String,
+    pub owner: String,
+}
+
+impl RawCreateSync {
+    pub fn validate(self, project_id: String) -> Result<CreateSync, Error> {
+        let mut v = Vec::new();
+        let id = match self.id {
+            None => uuid::Uuid::new_v4().hyphenated().to_string(),
+            Some(id) => parse_sync_id("id", &id).unwrap_or_else(|e| {
+                v.push(e);
+                String::new()
+            }),
+        };
+        let source = match self.source {
+            None => {
+                v.push(FieldViolation::new("source", "is required"));
+                String::new()
+            }
+            Some(s) if SOURCES.contains(&s.as_str()) => s,
+            Some(s) => {
+                v.push(FieldViolation::new(
+                    "source",
+                    format!(
+                        "`{}` is not a source; expected one of {}",
+                        truncate(&s, 32),
+                        SOURCES.join(", ")
+                    ),
+                ));
+                String::new()
+            }
+        };
+        let owner = match self.owner.map(|o| o.trim().to_string()) {
+            Some(o)
+                if !o.is_empty()
+                    && o.chars().count() <= MAX_PRINCIPAL_CHARS
+                    && !o.chars().any(char::is_control) =>
+            {
+                o
+            }
+            Some(_) => {
+                v.push(FieldViolation::new(
+                    "owner",
+                    format!("must be 1 to {MAX_PRINCIPAL_CHARS} printable characters"),
+                ));
+                String::new()
+            }
+            None => {
+                v.push(FieldViolation::new("owner", "is required"));
+                String::new()
+            }
+        };
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        Ok(CreateSync {
+            project_id,
+            id,
+            source,
+            owner,
+        })
+    }
+}
+
+/// A sync's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    pub id: String,
+    pub source: String,
+    pub owner: String,
+    pub generation: u64,
+    pub records: u64,
+    pub segments: u64,
+    pub created_at_ms: i64,
+    pub last_ingest_at_ms: Option<i64>,
+}
+
+// ---- Records ----
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawUpsertRecords {
+    #[serde(default)]
+    pub records: Vec<RawRecord>,
+    pub embedding: Option<EmbeddingSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRecord {
+    pub id: Option<String>,
+    pub display_name: Option<String>,
+    pub text: Option<String>,
+    pub mime: Option<String>,
+    pub modified_at: Option<String>,
+    pub acl: Option<Acl>,
+    pub segments: Option<Vec<SegmentInput>>,
+}
+
+/// A precomputed passage (bring your own embeddings).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentInput {
+    pub text: String,
+    pub vector: Vec<f32>,
+}
+
+/// The model and dimension precomputed vectors were made with.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSpec {
+    pub model: String,
+    pub dimension: u32,
+}
+
+/// A validated record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordInput {
+    pub id: String,
+    pub display_name: Option<String>,
+    pub text: String,
+    pub mime: String,
+    pub modified_at: Option<String>,
+    pub acl: Acl,
+    /// Precomputed segments, if the caller brought its own embeddings.
+    pub segments: Option<Vec<SegmentInput>>,
+}
+
+/// Validates a batch of records. `model` is the deployment's model id and dimension, against
+/// which precomputed vectors are checked.
+pub fn validate_records(
+    raw: RawUpsertRecords,
+    model: (&str, usize),
+) -> Result<Vec<RecordInput>, Error> {
+    let mut v = Vec::new();
+    if raw.records.len() > MAX_RECORDS {
+        return Err(Error::invalid(
+            "records",
+            format!(
+                "at most {MAX_RECORDS} records per batch, got {}",
+                raw.records.len()
+            ),
+        ));
+    }
+    if let Some(spec) = &raw.embedding {
+        let model_matches = spec.model == model.0
+            || spec
+                .model
+                .strip_prefix("sentence-transformers/")
+                .is_some_and(|m| m == model.0);
+        if !model_matches {
+            v.push(FieldViolation::new(
+                "embedding.model",
+                format!(
+                    "vectors must come from this deployment's model `{}`, got `{}`",
+                    model.0,
+                    truncate(&spec.model, 64)
+                ),
+            ));
+        }
+        if spec.dimension as usize != model.1 {
+            v.push(FieldViolation::new(
+                "embedding.dimension",
+                format!(
+                    "this deployment's model has {} dimensions, got {}",
+                    model.1, spec.dimension
+                ),
+            ));
+        }
+    }
+    let byo = raw.embedding.is_some();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(raw.records.len());
+    for (i, r) in raw.records.into_iter().enumerate() {
+        let at = |f: &str| format!("records[{i}].{f}");
+        let id = match r.id {
+            None => {
+                v.push(FieldViolation::new(at("id"), "is required"));
+                continue;
+            }
+            Some(id) => match record_id_problem(&id) {
+                Some(issue) => {
+                    v.push(FieldViolation::new(at("id"), issue));
+                    continue;
+                }
+                None => id,
+            },
+        };
+        if !seen.insert(id.clone()) {
+            v.push(FieldViolation::new(
+                at("id"),
+                format!(
+                    "`{}` appears more than once in the batch",
+                    truncate(&id, 64)
+                ),
+            ));
+            continue;
+        }
+        let display_name = match r.display_name {
+            Some(name) if name.chars().count() > MAX_DISPLAY_NAME_CHARS => {
+                v.push(FieldViolation::new(
+                    at("displayName"),
+                    format!("must be at most {MAX_DISPLAY_NAME_CHARS} characters"),
+                ));
+                None
+            }
+            Some(name) if name.trim().is_empty() => None,
+            other => other,
+        };
+        let Some(acl) = r.acl else {
+            v.push(FieldViolation::new(
+                at("acl"),
+                "is required: list who may read the record (users, groups, domains, or anyone: true)",
+            ));
+            continue;
+        };
+        for (list, values) in [
+            ("users", &acl.users),
+            ("groups", &acl.groups),
+            ("domains", &acl.domains),
+        ] {
+            if values.len() > MAX_ACL_ENTRIES {
+                v.push(FieldViolation::new(
+                    at(&format!("acl.{list}")),
+                    format!("must have at most {MAX_ACL_ENTRIES} entries"),
+                ));
+            }
+            for (j, value) in values.iter().enumerate() {
+                if value.trim().is_empty()
+                    || value.chars().count() > MAX_PRINCIPAL_CHARS
+                    || value.chars().any(char::is_control)
+                {
+                    v.push(FieldViolation::new(
+                        at(&format!("acl.{list}[{j}]")),
+                        format!("must be 1 to {MAX_PRINCIPAL_CHARS} printable characters"),
+                    ));
+                }
+            }
+        }
+        let mime = r.mime.unwrap_or_else(|| "text/plain".to_string());
+        if mime.len() > 255 || mime.chars().any(char::is_control) {
+            v.push(FieldViolation::new(
+                at("mime"),
+                "must be a media type of at most 255 characters",
+            ));
+        }
+        if let Some(t) = &r.modified_at
+            && !is_rfc3339(t)
+        {
+            v.push(FieldViolation::new(
+                at("modifiedAt"),
+                format!(
+                    "must be an RFC 3339 timestamp such as 2026-04-01T12:00:00Z, got `{}`",
+                    truncate(t, 40)
+                ),
+            ));
+        }
+        let segments = match (r.segments, byo) {
+            (Some(_), false) => {
+                v.push(FieldViolation::new(
+                    at("segments"),
+                    "precomputed segments need `embedding` (model and dimension) on the request",
+                ));
+                None
+            }
+            (None, true) => {
+                v.push(FieldViolation::new(
+                    at("segments"),
+                    "is required when the request carries `embedding`",
+                ));
+                None
+            }
+            (Some(segments), true) => {
+                if r.text.is_some() {
+                    v.push(FieldViolation::new(
+                        at("text"),
+                        "send either text or precomputed segments, not both",
+                    ));
+                }
+                if segments.len() > MAX_SEGMENTS_PER_INPUT {
+                    v.push(FieldViolation::new(
+                        at("segments"),
+                        format!("must have at most {MAX_SEGMENTS_PER_INPUT} segments"),
+                    ));
+                }
+                for (j, s) in segments.iter().enumerate() {
+                    if s.text.trim().is_empty() {
+                        v.push(FieldViolation::new(
+                            at(&format!("segments[{j}].text")),
+                            "must not be empty",
+                        ));
+                    }
+                    if s.vector.len() != model.1 {
+                        v.push(FieldViolation::new(
+                            at(&format!("segments[{j}].vector")),
+                            format!("must have {} dimensions, got {}", model.1, s.vector.len()),
+                        ));
+                    } else if s.vector.iter().any(|x| !x.is_finite())
+                        || s.vector.iter().all(|x| *x == 0.0)
+                    {
+                        v.push(FieldViolation::new(
+                            at(&format!("segments[{j}].vector")),
+                            "must be finite and not all zeros",
+                        ));
+                    }
+                }
+                Some(segments)
+            }
+            (None, false) => None,
+        };
+        let text = r.text.unwrap_or_default();
+        if text.len() > MAX_TEXT_BYTES {
+            v.push(FieldViolation::new(
+                at("text"),
+                format!("must be at most {MAX_TEXT_BYTES} bytes"),
+            ));
+        }
+        out.push(RecordInput {
+            id,
+            display_name,
+            text,
+            mime,
+            modified_at: r.modified_at,
+            acl,
+            segments,
+        });
+    }
+    if !v.is_empty() {
+        return Err(Error::invalid_many(v));
+    }
+    Ok(out)
+}
+
+/// Why a record id is not acceptable, if it is not.
+pub fn record_id_problem(id: &str) -> Option<String> {
+    if id.is_empty() {
+        Some("must not be empty".into())
+    } else if id.chars().count() > MAX_RECORD_ID_CHARS {
+        Some(format!("must be at most {MAX_RECORD_ID_CHARS} characters"))
+    } else if id.chars().any(char::is_control) {
+        Some("must not contain control characters".into())
+    } else {
+        None
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`, with field ranges checked.
+fn is_rfc3339(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .filter(|s| s.iter().all(u8::is_ascii_digit))
+            .map(|s| s.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0')))
+    };
+    let (Some(_y), Some(mo), Some(d), Some(h), Some(mi), Some(s)) = (
+        digits(0..4),
+        digits(5..7),
+        digits(8..10),
+        digits(11..13),
+        digits(14..16),
+        digits(17..19),
+    ) else {
+        return false;
+    };
+    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' {
+        return false;
+    }
+    if b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 {
+        return false;
+    }
+    if s > 60 {
+        return false;
+    }
+    let mut rest = &t[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    match rest {
+        "Z" | "z" => true,
+        offset if offset.len() == 6 => {
+            let o = offset.as_bytes();
+            matches!(o[0], b'+' | b'-')
+                && o[3] == b':'
+                && offset[1..3].parse::<u32>().is_ok_and(|h| h <= 23)
+                && offset[4..6].parse::<u32>().is_ok_and(|m| m <= 59)
+        }
+        _ => false,
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawDeleteRecords {
+    #[serde(default)]
+    pub ids: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawPutGroups {
+    #[serde(default)]
+    pub groups: Vec<RawGroup>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawGroup {
+    pub id: String,
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+/// Validated groups: id and normalised (lowercased) members.
+pub fn validate_groups(raw: RawPutGroups) -> Result<Vec<(String, Vec<String>)>, Error> {
+    let mut v = Vec::new();
+    if raw.groups.len() > MAX_GROUPS {
+        return Err(Error::invalid(
+            "groups",
+            format!("at most {MAX_GROUPS} groups per call"),
+        ));
+    }
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, g) in raw.groups.into_iter().enumerate() {
+        let id = g.id.trim().to_string();
+        if id.is_empty()
+            || id.chars().count() > MAX_PRINCIPAL_CHARS
+            || id.chars().any(char::is_control)
+        {
+            v.push(FieldViolation::new(
+                format!("groups[{i}].id"),
+                format!("must be 1 to {MAX_PRINCIPAL_CHARS} printable characters"),
+            ));
+            continue;
+        }
+        if out.iter().any(|(existing, _)| *existing == id) {
+            v.push(FieldViolation::new(
+                format!("groups[{i}].id"),
+                "appears more than once",
+            ));
+            continue;
+        }
+        if g.members.len() > MAX_ACL_ENTRIES {
+            v.push(FieldViolation::new(
+                format!("groups[{i}].members"),
+                format!("must have at most {MAX_ACL_ENTRIES} members"),
+            ));
+            continue;
+        }
+        let mut members = Vec::with_capacity(g.members.len());
+        for (j, m) in g.members.iter().enumerate() {
+            let m = m.trim().to_lowercase();
+            if m.is_empty()
+                || m.chars().count() > MAX_PRINCIPAL_CHARS
+                || m.chars().any(char::is_control)
+            {
+                v.push(FieldViolation::new(
+                    format!("groups[{i}].members[{j}]"),
+                    format!("must be 1 to {MAX_PRINCIPAL_CHARS} printable characters"),
+                ));
+            } else {
+                members.push(m);
+            }
+        }
+        members.sort();
+        members.dedup();
+        out.push((id, members));
+    }
+    if !v.is_empty() {
+        return Err(Error::invalid_many(v));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(err: Error) -> Vec<String> {
+        match err {
+            Error::InvalidArgument { violations, .. } => {
+                violations.into_iter().map(|v| v.field).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn search_defaults() {
+        let raw: RawContextSearch = from_json(br#"{"query": "q2 roadmap"}"#).unwrap();
+        let req = raw.validate("p".into()).unwrap();
+        assert_eq!((req.top_k, req.segments_per_record), (10, 1));
+        assert!(req.identity.is_empty() && req.sources.is_empty());
+        assert_eq!(req.rerank, None);
+    }
+
+    #[test]
+    fn every_bad_search_field_is_named() {
+        let raw: RawContextSearch = from_json(
+            br#"{"query": " ", "sources": ["gdrive"], "syncIds": ["nope"], "topK": 51,
+                 "segmentsPerRecord": 0, "identity": [{"principal": "", "source": "box"}], "mode": "x"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            fields(raw.validate("p".into()).unwrap_err()),
+            [
+                "query",
+                "sources[0]",
+                "syncIds[0]",
+                "topK",
+                "segmentsPerRecord",
+                "identity[0].principal",
+                "mode"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_and_mistyped_properties_are_named() {
+        let err = from_json::<RawContextSearch>(br#"{"query": "x", "topk": 3}"#).unwrap_err();
+        assert_eq!(fields(err), ["topk"]);
+        let err = from_json::<RawContextSearch>(br#"{"query": 3}"#).unwrap_err();
+        assert_eq!(fields(err), ["query"]);
+        let err = from_json::<RawUpsertRecords>(
+            br#"{"records": [{"id": "a", "acl": {"users": [], "everyone": true}}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), ["records[0].acl.everyone"]);
+        let err = from_json::<RawContextSearch>(b"[1]").unwrap_err();
+        assert_eq!(fields(err), ["body"]);
+    }
+
+    #[test]
+    fn identities_per_source_and_the_deprecated_email() {
+        let raw: RawContextSearch = from_json(
+            br#"{"query": "x", "identity": [{"principal": "a@x.com", "source": "box"}, {"principal": "U1"}]}"#,
+        )
+        .unwrap();
+        let req = raw.validate("p".into()).unwrap();
+        assert_eq!(req.identity.len(), 2);
+        assert_eq!(req.identity[0].source.as_deref(), Some("box"));
+        let raw: RawContextSearch = from_json(br#"{"query": "x", "email": "a@x.com"}"#).unwrap();
+        assert_eq!(
+            raw.validate("p".into()).unwrap().identity[0].principal,
+            "a@x.com"
+        );
+        let raw: RawContextSearch =
+            from_json(br#"{"query": "x", "email": "a@x.com", "identity": "b@x.com"}"#).unwrap();
+        assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["email"]);
+        let raw: RawContextSearch = from_json(br#"{"query": "x", "identity": []}"#).unwrap();
+        assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["identity"]);
+    }
+
+    #[test]
+    fn records_are_checked_field_by_field() {
+        let raw: RawUpsertRecords = from_json(
+            br#"{"records": [
+                {"id": "a", "text": "x", "acl": {"anyone": true}},
+                {"id": "a", "text": "x", "acl": {"anyone": true}},
+                {"text": "x", "acl": {"anyone": true}},
+                {"id": "b", "text": "x"},
+                {"id": "c", "text": "x", "modifiedAt": "yesterday", "acl": {"users": [""]}},
+                {"id": "d", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [1.0]}]}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            [
+                "records[1].id",
+                "records[2].id",
+                "records[3].acl",
+                "records[4].acl.users[0]",
+                "records[4].modifiedAt",
+                "records[5].segments"
+            ]
+        );
+    }
+
+    #[test]
+    fn precomputed_vectors_must_match_the_model() {
+        let body = br#"{"embedding": {"model": "other", "dimension": 3},
+            "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [1.0, 0.0]}]}]}"#;
+        let raw: RawUpsertRecords = from_json(body).unwrap();
+        assert_eq!(
+            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            ["embedding.model", "embedding.dimension"]
+        );
+        let body = br#"{"embedding": {"model": "sentence-transformers/m", "dimension": 2},
+            "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [1.0, 0.0, 0.0]}]}]}"#;
+        let raw: RawUpsertRecords = from_json(body).unwrap();
+        assert_eq!(
+            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            ["records[0].segments[0].vector"]
+        );
+        let body = br#"{"embedding": {"model": "m", "dimension": 2},
+            "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [0.6, 0.8]}]}]}"#;
+        let raw: RawUpsertRecords = from_json(body).unwrap();
+        assert_eq!(validate_records(raw, ("m", 2)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn timestamps() {
+        for ok in [
+            "2026-04-01T12:00:00Z",
+            "2026-04-01T12:00:00.123+02:00",
+            "2026-12-31t23:59:60z",
+        ] {
+            assert!(is_rfc3339(ok), "{ok}");
+        }
+        for bad in [
+            "2026-04-01",
+            "2026-13-01T12:00:00Z",
+            "2026-04-01T12:00:00",
+            "2026-04-01T12:00:00.Z",
+            "2026-04-01T12:00:00+2:00",
+            "2026-04-01T25:00:00Z",
+            "",
+            "2026-04-01T12:00:00Zjunk",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn groups_are_normalised() {
+        let raw: RawPutGroups = from_json(
+            br#"{"groups": [{"id": "eng", "members": ["Bob@Example.com", "bob@example.com"]}, {"id": "eng"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(fields(validate_groups(raw).unwrap_err()), ["groups[1].id"]);
+        let raw: RawPutGroups =
+            from_json(br#"{"groups": [{"id": "eng", "members": ["Bob@Example.com"]}]}"#).unwrap();
+        assert_eq!(
+            validate_groups(raw).unwrap(),
+            [("eng".to_string(), vec!["bob@example.com".to_string()])]
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The REST/JSON routes of context search: syncs, records, groups, search and read-around.
+//! Bodies are parsed with [`from_json`], which names the field of any problem.
+
+use agentsearch_common::Error;
+use agentsearch_common::ids::parse_project_id;
+use axum::Router as AxumRouter;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{get, post, put};
+
+use crate::context_api::{
+    RawContextSearch, RawCreateSync, RawDeleteRecords, RawPutGroups, RawReadContext,
+    RawUpsertRecords, from_json, parse_sync_id,
+};
+use crate::rest::{ApiError, Call, RestState, SearchParams, body_bytes, diagnostics_flag};
+
+pub fn routes() -> AxumRouter<RestState> {
+    AxumRouter::new()
+        .route("/api/context/projects/{project_id}/search", post(search))
+        .route(
+            "/api/context/projects/{project_id}/segments:read",
+            post(read_segment_context),
+        )
+        .route(
+            "/api/context/projects/{project_id}/syncs",
+            post(create_sync).get(list_syncs),
+        )
+        .route(
+            "/api/context/projects/{project_id}/syncs/{sync_id}",
+            get(get_sync),
+        )
+        .route(
+            "/api/context/projects/{project_id}/syncs/{sync_id}/records",
+            put(upsert_records),
+        )
+        .route(
+            "/api/context/projects/{project_id}/syncs/{sync_id}/records:delete",
+            post(delete_records),
+        )
+        .route(
+            "/api/context/projects/{project_id}/syncs/{sync_id}/groups",
+            put(put_groups),
+        )
+}
+
+/// The authenticated call, its validated project id and its parsed JSON body.
+fn begin<T: serde::de::DeserializeOwned>(
+    state: &RestState,
+    headers: &HeaderMap,
+    project_id: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Call, String, T), ApiError> {
+    let call = Call::begin(state, headers)?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
+    let project_id = parse_project_id("projectId", project_id).map_err(|e| call.fail(e))?;
+    let parsed = from_json(&body).map_err(|e| call.fail(e))?;
+    Ok((call, project_id, parsed))
+}
+
+fn sync_id(call: &Call, value: &str) -> Result<String, ApiError> {
+    parse_sync_id("syncId", value).map_err(|v| call.fail(Error::invalid_many(vec![v])))
+}
+
+async fn search(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    params: Result<Query<SearchParams>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, mut raw): (_, _, RawContextSearch) =
+        begin(&state, &headers, &project_id, body)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    raw.diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
+    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let response = state
+        .router
+        .search_context(request, &call.request_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(response))
+}
+
+async fn read_segment_context(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, raw): (_, _, RawReadContext) =
+        begin(&state, &headers, &project_id, body)?;
+    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let response = state
+        .router
+        .read_segment_context(request, &call.request_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(response))
+}
+
+async fn create_sync(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, raw): (_, _, RawCreateSync) =
+        begin(&state, &headers, &project_id, body)?;
+    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let sync = state
+        .router
+        .create_sync(request)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(sync))
+}
+
+async fn list_syncs(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let call = Call::begin(&state, &headers)?;
+    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
+    let syncs = state
+        .router
+        .list_syncs(&project_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({ "syncs": syncs })))
+}
+
+async fn get_sync(
+    State(state): State<RestState>,
+    Path((project_id, sync_id_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let call = Call::begin(&state, &headers)?;
+    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
+    let sync_id = sync_id(&call, &sync_id_raw)?;
+    let sync = state
+        .router
+        .get_sync(&project_id, &sync_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(sync))
+}
+
+async fn upsert_records(
+    State(state): State<RestState>,
+    Path((project_id, sync_id_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, raw): (_, _, RawUpsertRecords) =
+        begin(&state, &headers, &project_id, body)?;
+    let sync_id = sync_id(&call, &sync_id_raw)?;
+    let outcome = state
+        .router
+        .upsert_records(&project_id, &sync_id, raw, &call.request_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({
+        "upserted": outcome.upserted,
+        "unchanged": outcome.unchanged,
+        "segments": outcome.segments,
+        "generation": outcome.generation,
+    })))
+}
+
+async fn delete_records(
+    State(state): State<RestState>,
+    Path((project_id, sync_id_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, raw): (_, _, RawDeleteRecords) =
+        begin(&state, &headers, &project_id, body)?;
+    let sync_id = sync_id(&call, &sync_id_raw)?;
+    let outcome = state
+        .router
+        .delete_records(&project_id, &sync_id, raw.ids, &call.request_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({
+        "deleted": outcome.deleted,
+        "notFound": outcome.not_found,
+        "generation": outcome.generation,
+    })))
+}
+
+async fn put_groups(
+    State(state): State<RestState>,
+    Path((project_id, sync_id_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id, raw): (_, _, RawPutGroups) = begin(&state, &headers, &project_id, body)?;
+    let sync_id = sync_id(&call, &sync_id_raw)?;
+    let groups = state
+        .router
+        .put_groups(&project_id, &sync_id, raw)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({ "groups": groups })))
+}

@@ -1,0 +1,1420 @@
+//! Context search on one shard: per project and sync, a tantivy index (BM25F over the record's
+//! display name and the segment's text) and a FAISS `IDMap<Flat>` inner-product index over the
+//! segments' embeddings ([`SegmentIndex`]), and [`SegmentIndexes`], which routes writes to them and
+//! searches many of them as one.
+//!
+//! Layout and durability are those of a tool index ([`crate::tool_index`]): under
+//! `<root>/context/<project>/<sync>/`, `tantivy/` (every segment with its text, vector and its
+//! record's metadata, the generation in the commit payload) is the durable write, and
+//! `vectors.faiss` + `vectors.json` a snapshot flushed later and rebuilt on open when stale.
+//!
+//! Memory: segment text stays on disk (read from the tantivy store only for returned segments);
+//! in memory are, per vector id, its record and ordinal, and per record its id, display name,
+//! generation, principal tokens (interned: records of one ACL share them) and its vector ids.
+//!
+//! Visibility is a security boundary: a segment is visible to a caller only if its record's
+//! principal tokens share one with the caller's in that sync. Invisible segments are dropped before
+//! any ranking cut, so they neither appear in an answer nor displace a visible segment.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentsearch_common::config::ContextConfig;
+use agentsearch_common::shard::{
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, IndexedRecord, PartFailure,
+    ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, SegmentData,
+    SegmentHit, SegmentIndexInfo, SegmentUpsertRequest, ShardTimings, TermStats,
+};
+use faiss::index::flat::FlatIndexImpl;
+use faiss::index::id_map::IdMap;
+use faiss::{ConcurrentIndex, Idx, Index as _};
+use parking_lot::{Mutex, RwLock};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::{
+    DocAddress, DocSet, Index, IndexReader, Searcher, TERMINATED, TantivyDocument, Term,
+};
+
+use crate::analyzer::{self, ANALYZER};
+use crate::check_path_component;
+use crate::error::{IndexError, Result};
+use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::tool_index::{
+    IdMapOf, MERGE_INTO_ONE_BELOW, WRITER_MEMORY, commit, corrupt, decode_vector, encode_vector,
+    meta_generation, read_snapshot, remove_vectors, stable_id, write_snapshot,
+};
+
+/// Full-text fields of a segment index, as named in [`TermStats`].
+pub const SEGMENT_TEXT_FIELDS: [&str; 2] = ["title", "text"];
+
+/// Longest record id accepted, in bytes (it is an exact-match term of the index).
+pub const MAX_RECORD_ID_BYTES: usize = 2048;
+
+/// Vectors added to a rebuilt FAISS index at a time (the stored vectors are streamed).
+const REBUILD_BATCH: usize = 4096;
+
+#[derive(Clone, Copy, Debug)]
+struct SegmentFields {
+    /// The record's display name, analyzed (empty without one).
+    title: Field,
+    /// The segment's text, analyzed and stored.
+    text: Field,
+    /// The exact record id: replace and delete by record.
+    record: Field,
+    /// The vector id in the FAISS index.
+    id: Field,
+    ordinal: Field,
+    /// The record's display name as given (absent without one).
+    display_name: Field,
+    /// The record's generation (how often it was ingested).
+    record_generation: Field,
+    /// The record's principal tokens, one value each.
+    principals: Field,
+    /// The stored embedding (little-endian f32), to rebuild the vector index if needed.
+    vector: Field,
+}
+
+impl SegmentFields {
+    fn text_fields(&self) -> [Field; 2] {
+        [self.title, self.text]
+    }
+
+    fn named_text_fields(&self) -> [(&'static str, Field); 2] {
+        [
+            (SEGMENT_TEXT_FIELDS[0], self.title),
+            (SEGMENT_TEXT_FIELDS[1], self.text),
+        ]
+    }
+}
+
+fn build_schema() -> Schema {
+    let mut builder = Schema::builder();
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer(ANALYZER)
+        .set_index_option(IndexRecordOption::WithFreqs);
+    let text = TextOptions::default().set_indexing_options(indexing);
+    builder.add_text_field("title", text.clone());
+    builder.add_text_field("text", text.set_stored());
+    builder.add_text_field("record", STRING | STORED);
+    builder.add_u64_field("id", INDEXED | FAST | STORED);
+    builder.add_u64_field("ordinal", STORED);
+    builder.add_text_field("display_name", STORED);
+    builder.add_u64_field("record_generation", STORED);
+    builder.add_text_field("principals", STORED);
+    builder.add_bytes_field("vector", STORED);
+    builder.build()
+}
+
+fn resolve(schema: &Schema) -> Option<SegmentFields> {
+    let f = |name| schema.get_field(name).ok();
+    Some(SegmentFields {
+        title: f("title")?,
+        text: f("text")?,
+        record: f("record")?,
+        id: f("id")?,
+        ordinal: f("ordinal")?,
+        display_name: f("display_name")?,
+        record_generation: f("record_generation")?,
+        principals: f("principals")?,
+        vector: f("vector")?,
+    })
+}
+
+/// Principal tokens of a record, sorted and deduplicated; records with the same tokens share one.
+type Principals = Arc<[Box<str>]>;
+
+struct Record {
+    id: Arc<str>,
+    display_name: Option<Box<str>>,
+    generation: u64,
+    principals: Principals,
+    /// The vector ids of its segments, by ordinal.
+    vector_ids: Box<[u64]>,
+}
+
+struct State {
+    /// The searcher of the committed generation `generation`, published with the maps below.
+    searcher: Searcher,
+    /// The `id` fast-field column of each of the searcher's segments.
+    id_columns: Vec<tantivy::columnar::Column<u64>>,
+    /// Records by slot (`None`: a free slot, listed in `free`).
+    records: Vec<Option<Record>>,
+    free: Vec<u32>,
+    slots: HashMap<Arc<str>, u32>,
+    /// Vector id -> (record slot, ordinal).
+    segments: IdMapOf<(u32, u32)>,
+    interned: HashSet<Principals>,
+    vectors: Option<IdMap<FlatIndexImpl>>,
+    dim: usize,
+    generation: u64,
+}
+
+impl State {
+    fn empty(searcher: Searcher, generation: u64) -> Result<Self> {
+        Ok(State {
+            id_columns: id_columns(&searcher)?,
+            searcher,
+            records: Vec::new(),
+            free: Vec::new(),
+            slots: HashMap::new(),
+            segments: IdMapOf::default(),
+            interned: HashSet::new(),
+            vectors: None,
+            dim: 0,
+            generation,
+        })
+    }
+
+    fn intern(&mut self, principals: &[String]) -> Principals {
+        let mut tokens: Vec<&str> = principals.iter().map(String::as_str).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        let tokens: Box<[Box<str>]> = tokens.into_iter().map(Box::from).collect();
+        if let Some(shared) = self.interned.get(&*tokens) {
+            return shared.clone();
+        }
+        let shared: Principals = Arc::from(tokens);
+        self.interned.insert(shared.clone());
+        shared
+    }
+
+    /// Drops interned principal sets no record uses any more.
+    fn prune_interned(&mut self) {
+        self.interned.retain(|p| Arc::strong_count(p) > 1);
+    }
+
+    fn record(&self, record_id: &str) -> Option<&Record> {
+        let slot = *self.slots.get(record_id)?;
+        self.records[slot as usize].as_ref()
+    }
+
+    /// The record and ordinal of a vector id.
+    fn segment(&self, id: u64) -> Option<(&Record, u32)> {
+        let &(slot, ordinal) = self.segments.get(&id)?;
+        Some((self.records[slot as usize].as_ref()?, ordinal))
+    }
+
+    fn insert(&mut self, record: Record) {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.records.push(None);
+                (self.records.len() - 1) as u32
+            }
+        };
+        for (ordinal, &id) in record.vector_ids.iter().enumerate() {
+            self.segments.insert(id, (slot, ordinal as u32));
+        }
+        self.slots.insert(record.id.clone(), slot);
+        self.records[slot as usize] = Some(record);
+    }
+
+    fn remove(&mut self, record_id: &str) -> Option<Record> {
+        let slot = self.slots.remove(record_id)?;
+        let record = self.records[slot as usize].take()?;
+        self.free.push(slot);
+        for id in record.vector_ids.iter() {
+            self.segments.remove(id);
+        }
+        Some(record)
+    }
+
+    fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+}
+
+/// A caller's principal tokens in one sync and the decisions of one query, per principal set.
+/// Lives no longer than the state lock it was used under: the cache is keyed by the address of
+/// interned sets.
+struct Visibility<'a> {
+    caller: HashSet<&'a str>,
+    decided: HashMap<usize, bool>,
+}
+
+impl<'a> Visibility<'a> {
+    fn new(principals: &'a [String]) -> Self {
+        Visibility {
+            caller: principals.iter().map(String::as_str).collect(),
+            decided: HashMap::new(),
+        }
+    }
+
+    fn sees(&mut self, record: &Record) -> bool {
+        if self.caller.is_empty() {
+            return false;
+        }
+        let key = Arc::as_ptr(&record.principals) as *const Box<str> as usize;
+        let caller = &self.caller;
+        *self
+            .decided
+            .entry(key)
+            .or_insert_with(|| record.principals.iter().any(|t| caller.contains(&**t)))
+    }
+}
+
+/// One ranked segment of one index.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub score: f32,
+    pub vector_id: u64,
+    pub record_id: Arc<str>,
+    pub ordinal: u32,
+}
+
+/// Order of candidates within one index: score descending, then record and ordinal ascending
+/// (the order of [`segment_hit_order`](agentsearch_common::shard::segment_hit_order) within a sync).
+fn candidate_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| a.record_id.cmp(&b.record_id))
+        .then_with(|| a.ordinal.cmp(&b.ordinal))
+}
+
+/// The best `limit` candidates in [`candidate_order`] (ties at the cut decided by the full order).
+fn best(mut candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    if candidates.len() > limit {
+        candidates.select_nth_unstable_by(limit - 1, |a, b| b.score.total_cmp(&a.score));
+        let cut = candidates[limit - 1].score;
+        candidates.retain(|c| c.score >= cut);
+    }
+    candidates.sort_by(candidate_order);
+    candidates.truncate(limit);
+    candidates
+}
+
+/// One sync's segments on one shard.
+pub struct SegmentIndex {
+    dir: PathBuf,
+    sync_id: String,
+    index: Index,
+    reader: IndexReader,
+    fields: SegmentFields,
+    state: RwLock<State>,
+    write_lock: Mutex<()>,
+}
+
+impl SegmentIndex {
+    /// Opens the index in `dir`, creating an empty one if the directory holds none.
+    pub fn open(dir: &Path, sync_id: &str) -> Result<Self> {
+        let (index, reader, generation) = crate::tool_index::open_tantivy(dir, build_schema())?;
+        let fields = resolve(&index.schema())
+            .ok_or_else(|| IndexError::Corrupt(format!("{}: unexpected schema", dir.display())))?;
+        let state = load_state(reader.searcher(), &fields, generation, Some(dir))?;
+        let this = Self {
+            dir: dir.to_path_buf(),
+            sync_id: sync_id.to_string(),
+            index,
+            reader,
+            fields,
+            state: RwLock::new(state),
+            write_lock: Mutex::new(()),
+        };
+        this.flush_vectors()?;
+        Ok(this)
+    }
+
+    pub fn sync_id(&self) -> &str {
+        &self.sync_id
+    }
+
+    /// Records held.
+    pub fn records(&self) -> usize {
+        self.state.read().slots.len()
+    }
+
+    /// Segments held.
+    pub fn len(&self) -> usize {
+        self.state.read().segment_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.state.read().generation
+    }
+
+    pub fn info(&self) -> SegmentIndexInfo {
+        let state = self.state.read();
+        SegmentIndexInfo {
+            records: state.slots.len() as u64,
+            segments: state.segment_count() as u64,
+            generation: state.generation,
+        }
+    }
+
+    /// Makes a durable commit visible: the new searcher and the in-memory state are published
+    /// together, under the state lock. If the in-memory update fails, everything is reloaded from
+    /// the committed index instead: the write is durable either way.
+    fn publish(
+        &self,
+        generation: u64,
+        update: impl FnOnce(&mut State) -> Result<()>,
+    ) -> Result<()> {
+        let reloaded = self.reader.reload();
+        let mut state = self.state.write();
+        state.searcher = self.reader.searcher();
+        state.generation = generation;
+        let columns = id_columns(&state.searcher);
+        let applied = reloaded
+            .map_err(IndexError::from)
+            .and(columns)
+            .and_then(|columns| {
+                state.id_columns = columns;
+                update(&mut state)
+            });
+        if let Err(err) = applied {
+            tracing::error!(sync = %self.sync_id, error = %err, "in-memory update after a commit failed; reloading");
+            self.reader.reload()?;
+            *state = load_state(self.reader.searcher(), &self.fields, generation, None)?;
+        }
+        Ok(())
+    }
+
+    /// A one-thread writer whose merges are ours ([`commit`]) while the index is small.
+    fn writer(&self) -> Result<tantivy::IndexWriter<TantivyDocument>> {
+        let writer = self
+            .index
+            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)?;
+        if self.len() as u64 <= MERGE_INTO_ONE_BELOW {
+            writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+        }
+        Ok(writer)
+    }
+
+    /// Inserts or replaces records: each replaces every segment the index held for its id (a
+    /// record without segments is removed). The last of duplicate ids in one call wins. Nothing is
+    /// written if any record is invalid. Returns the segments written and the new generation.
+    pub fn upsert(&self, records: &[IndexedRecord]) -> Result<(u64, u64)> {
+        let _write = self.write_lock.lock();
+        let dim = validate_records(records, self.state.read().dim)?;
+        let mut last: HashMap<&str, usize> = HashMap::new();
+        for (i, record) in records.iter().enumerate() {
+            last.insert(record.record_id.as_str(), i);
+        }
+        let mut batch: Vec<(usize, Vec<(u64, usize)>)> = Vec::new();
+        {
+            let state = self.state.read();
+            let mut ids: HashMap<u64, (usize, u32)> = HashMap::new();
+            for (i, record) in records.iter().enumerate() {
+                if last[record.record_id.as_str()] != i {
+                    continue;
+                }
+                // Segments by ordinal (validated to be 0..n): (vector id, index in the request).
+                let mut segments: Vec<(u64, usize)> = vec![(0, 0); record.segments.len()];
+                for (j, segment) in record.segments.iter().enumerate() {
+                    let id = segment_id(&record.record_id, segment.ordinal);
+                    let key = (i, segment.ordinal);
+                    let collides_in_batch = ids.insert(id, key).is_some();
+                    let collides_in_index = state.segment(id).is_some_and(|(other, ordinal)| {
+                        *other.id != *record.record_id || ordinal != segment.ordinal
+                    });
+                    if collides_in_batch || collides_in_index {
+                        return Err(IndexError::Corrupt(format!(
+                            "vector id collision for segment {} of record `{}`",
+                            segment.ordinal, record.record_id
+                        )));
+                    }
+                    segments[segment.ordinal as usize] = (id, j);
+                }
+                batch.push((i, segments));
+            }
+        }
+        if batch.is_empty() {
+            return Ok((0, self.generation()));
+        }
+        let generation = self.generation() + 1;
+        let writer = self.writer()?;
+        let mut written = 0u64;
+        for (i, segments) in &batch {
+            let record = &records[*i];
+            writer.delete_term(Term::from_field_text(self.fields.record, &record.record_id));
+            for (id, j) in segments {
+                let segment = &record.segments[*j];
+                let mut doc = TantivyDocument::new();
+                doc.add_text(
+                    self.fields.title,
+                    record.display_name.as_deref().unwrap_or(""),
+                );
+                doc.add_text(self.fields.text, &segment.text);
+                doc.add_text(self.fields.record, &record.record_id);
+                doc.add_u64(self.fields.id, *id);
+                doc.add_u64(self.fields.ordinal, u64::from(segment.ordinal));
+                if let Some(name) = &record.display_name {
+                    doc.add_text(self.fields.display_name, name);
+                }
+                doc.add_u64(self.fields.record_generation, record.generation);
+                for token in &record.principals {
+                    doc.add_text(self.fields.principals, token);
+                }
+                doc.add_bytes(self.fields.vector, &encode_vector(&segment.vector));
+                writer.add_document(doc)?;
+                written += 1;
+            }
+        }
+        // The first vectors of this index decide its dimension; create the FAISS index before the
+        // commit so that nothing can fail for lack of it afterwards.
+        let fresh_vectors = if self.state.read().vectors.is_none() && written > 0 {
+            Some(IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?)
+        } else {
+            None
+        };
+        commit(&self.index, writer, generation)?;
+        self.publish(generation, move |state| {
+            if let Some(v) = fresh_vectors {
+                state.dim = dim;
+                state.vectors = Some(v);
+            }
+            let mut removed: Vec<u64> = Vec::new();
+            let mut labels: Vec<Idx> = Vec::new();
+            let mut flat: Vec<f32> = Vec::new();
+            for (i, segments) in &batch {
+                let record = &records[*i];
+                if let Some(old) = state.remove(&record.record_id) {
+                    removed.extend(old.vector_ids.iter().copied());
+                }
+                if segments.is_empty() {
+                    continue;
+                }
+                for (id, j) in segments {
+                    labels.push(Idx::new(*id));
+                    flat.extend_from_slice(&record.segments[*j].vector);
+                }
+                let principals = state.intern(&record.principals);
+                state.insert(Record {
+                    id: Arc::from(record.record_id.as_str()),
+                    display_name: record.display_name.as_deref().map(Box::from),
+                    generation: record.generation,
+                    principals,
+                    vector_ids: segments.iter().map(|(id, _)| *id).collect(),
+                });
+            }
+            state.prune_interned();
+            if let Some(vectors) = state.vectors.as_mut() {
+                if !removed.is_empty() {
+                    remove_vectors(vectors, &removed)?;
+                }
+                if !labels.is_empty() {
+                    vectors.add_with_ids(&flat, &labels)?;
+                }
+            } else if !labels.is_empty() {
+                return Err(IndexError::Corrupt("no vector index".into()));
+            }
+            Ok(())
+        })?;
+        Ok((written, generation))
+    }
+
+    /// Deletes records (every segment); returns how many existed and the new generation.
+    pub fn delete(&self, record_ids: &[String]) -> Result<(u64, u64)> {
+        let _write = self.write_lock.lock();
+        let present: Vec<String> = {
+            let state = self.state.read();
+            let mut seen = HashSet::new();
+            record_ids
+                .iter()
+                .filter(|id| {
+                    let id = String::as_str(id);
+                    state.slots.contains_key(id) && seen.insert(id)
+                })
+                .cloned()
+                .collect()
+        };
+        if present.is_empty() {
+            return Ok((0, self.generation()));
+        }
+        let generation = self.generation() + 1;
+        let writer = self.writer()?;
+        for id in &present {
+            writer.delete_term(Term::from_field_text(self.fields.record, id));
+        }
+        commit(&self.index, writer, generation)?;
+        self.publish(generation, |state| {
+            let mut removed = Vec::new();
+            for id in &present {
+                if let Some(old) = state.remove(id) {
+                    removed.extend(old.vector_ids.iter().copied());
+                }
+            }
+            state.prune_interned();
+            if let Some(vectors) = state.vectors.as_mut() {
+                remove_vectors(vectors, &removed)?;
+            }
+            Ok(())
+        })?;
+        Ok((present.len() as u64, generation))
+    }
+
+    /// Adds this index's BM25 statistics for `terms` (analyzed query terms) to `stats`, over
+    /// [`SEGMENT_TEXT_FIELDS`] and every segment (visible to anyone or not).
+    pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
+        let searcher = self.state.read().searcher.clone();
+        lexical::add_term_stats(&searcher, &self.fields.named_text_fields(), terms, stats)
+    }
+
+    /// BM25F for a prepared [`LexicalQuery`] (built over [`SEGMENT_TEXT_FIELDS`]), term-at-a-time
+    /// over the postings, keeping only segments visible to `principals`. Returns the best `limit`
+    /// visible segments in [`segment_hit_order`](agentsearch_common::shard::segment_hit_order) and the number of visible segments matched.
+    pub fn search_lexical(
+        &self,
+        query: &LexicalQuery,
+        principals: &[String],
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Result<(Vec<Candidate>, u64)> {
+        if query.is_empty() || principals.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let state = self.state.read();
+        let mut visibility = Visibility::new(principals);
+        let fields = self.fields.text_fields();
+        let mut candidates = Vec::new();
+        for (segment, ids) in state
+            .searcher
+            .segment_readers()
+            .iter()
+            .zip(&state.id_columns)
+        {
+            query.score_segment(segment, &fields, buffers)?;
+            let alive = segment.alive_bitset();
+            for &doc in &buffers.matched {
+                if alive.is_some_and(|a| a.is_deleted(doc)) {
+                    continue;
+                }
+                let Some((id, record, ordinal)) = ids
+                    .first(doc)
+                    .and_then(|id| state.segment(id).map(|(r, o)| (id, r, o)))
+                else {
+                    continue;
+                };
+                if !visibility.sees(record) {
+                    continue;
+                }
+                candidates.push(Candidate {
+                    score: buffers.scores[doc as usize],
+                    vector_id: id,
+                    record_id: record.id.clone(),
+                    ordinal,
+                });
+            }
+        }
+        let matched = candidates.len() as u64;
+        Ok((best(candidates, limit), matched))
+    }
+
+    /// Exact inner-product nearest neighbours of `query` among the segments visible to
+    /// `principals`: FAISS is asked for more neighbours (up to all) until the best `limit` visible
+    /// ones, ties included, are certainly among those returned.
+    pub fn search_dense(
+        &self,
+        query: &[f32],
+        principals: &[String],
+        limit: usize,
+    ) -> Result<Vec<Candidate>> {
+        if principals.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let state = self.state.read();
+        let Some(vectors) = &state.vectors else {
+            return Ok(Vec::new());
+        };
+        if query.len() != state.dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "query vector has {} dimensions, the index holds {}-d vectors",
+                    query.len(),
+                    state.dim
+                ),
+            ));
+        }
+        let mut visibility = Visibility::new(principals);
+        let total = vectors.ntotal() as usize;
+        let visible: usize = state
+            .records
+            .iter()
+            .flatten()
+            .filter(|r| visibility.sees(r))
+            .map(|r| r.vector_ids.len())
+            .sum();
+        if visible == 0 || total == 0 {
+            return Ok(Vec::new());
+        }
+        // Enough neighbours to hold `limit` visible ones if visibility were spread evenly.
+        let mut k = limit
+            .saturating_mul(total.div_ceil(visible))
+            .clamp(1, total);
+        loop {
+            let result = vectors.search(query, k)?;
+            let mut found = Vec::new();
+            let mut returned = 0;
+            let mut worst = f32::INFINITY;
+            for (label, score) in result.labels.iter().zip(result.distances) {
+                let Some(id) = label.get() else {
+                    continue;
+                };
+                returned += 1;
+                worst = worst.min(score);
+                let Some((record, ordinal)) = state.segment(id) else {
+                    continue;
+                };
+                if visibility.sees(record) {
+                    found.push(Candidate {
+                        score,
+                        vector_id: id,
+                        record_id: record.id.clone(),
+                        ordinal,
+                    });
+                }
+            }
+            // Everything not returned scores at most `worst`: the best `limit` visible ones are
+            // known once the `limit`-th found scores above it (ties with it might be missing).
+            let exhausted = k >= total || returned < k;
+            let certain = found.len() >= limit && {
+                let mut scores: Vec<f32> = found.iter().map(|c| c.score).collect();
+                scores.select_nth_unstable_by(limit - 1, |a, b| b.total_cmp(a));
+                scores[limit - 1] > worst
+            };
+            if exhausted || certain {
+                return Ok(best(found, limit));
+            }
+            k = k.saturating_mul(2).min(total);
+        }
+    }
+
+    /// The text and record of segments named by search: each `(vector id, record id, ordinal)` is
+    /// checked again against the current state (it may have changed since the search) and
+    /// `None` unless it still names that segment and is visible to `principals`.
+    pub fn fetch(
+        &self,
+        segments: &[(u64, &str, u32)],
+        principals: &[String],
+    ) -> Result<Vec<Option<(SegmentData, RecordInfo)>>> {
+        let state = self.state.read();
+        let mut visibility = Visibility::new(principals);
+        let mut out = Vec::with_capacity(segments.len());
+        for &(id, record_id, ordinal) in segments {
+            let found = match state.segment(id) {
+                Some((record, o))
+                    if o == ordinal && *record.id == *record_id && visibility.sees(record) =>
+                {
+                    self.segment_text(&state.searcher, id)?.map(|text| {
+                        (
+                            SegmentData {
+                                sync_id: self.sync_id.clone(),
+                                record_id: record_id.to_string(),
+                                ordinal,
+                                text,
+                            },
+                            self.record_info(record),
+                        )
+                    })
+                }
+                _ => None,
+            };
+            out.push(found);
+        }
+        Ok(out)
+    }
+
+    /// The record's info and its segments `ordinal - before ..= ordinal + after` (clamped), if the
+    /// record has segment `ordinal` and is visible to `principals`.
+    pub fn read(
+        &self,
+        record_id: &str,
+        ordinal: u32,
+        before: u32,
+        after: u32,
+        principals: &[String],
+    ) -> Result<Option<ReadSegmentsResponse>> {
+        let state = self.state.read();
+        let Some(record) = state.record(record_id) else {
+            return Ok(None);
+        };
+        let count = record.vector_ids.len() as u32;
+        if ordinal >= count || !Visibility::new(principals).sees(record) {
+            return Ok(None);
+        }
+        let from = ordinal.saturating_sub(before);
+        let to = ordinal.saturating_add(after).min(count - 1);
+        let mut segments = Vec::with_capacity((to - from + 1) as usize);
+        for o in from..=to {
+            let text = self
+                .segment_text(&state.searcher, record.vector_ids[o as usize])?
+                .ok_or_else(|| {
+                    IndexError::Corrupt(format!("segment {o} of `{record_id}` is not stored"))
+                })?;
+            segments.push(SegmentData {
+                sync_id: self.sync_id.clone(),
+                record_id: record_id.to_string(),
+                ordinal: o,
+                text,
+            });
+        }
+        Ok(Some(ReadSegmentsResponse {
+            record: self.record_info(record),
+            segments,
+        }))
+    }
+
+    fn record_info(&self, record: &Record) -> RecordInfo {
+        RecordInfo {
+            sync_id: self.sync_id.clone(),
+            record_id: record.id.to_string(),
+            display_name: record.display_name.as_deref().map(str::to_string),
+            generation: record.generation,
+            segments: record.vector_ids.len() as u32,
+        }
+    }
+
+    /// The stored text of the live segment with vector id `id`.
+    fn segment_text(&self, searcher: &Searcher, id: u64) -> Result<Option<String>> {
+        let term = Term::from_field_u64(self.fields.id, id);
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let inverted = segment.inverted_index(self.fields.id)?;
+            let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+            else {
+                continue;
+            };
+            let alive = segment.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    let stored: TantivyDocument = searcher.doc(DocAddress::new(ord as u32, doc))?;
+                    return Ok(Some(
+                        stored
+                            .get_first(self.fields.text)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default()
+                            .to_string(),
+                    ));
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes the dense index to disk if it is older there than in memory (see
+    /// [`crate::IntegrationIndex::flush_vectors`]).
+    pub fn flush_vectors(&self) -> Result<bool> {
+        let _write = self.write_lock.lock();
+        let state = self.state.read();
+        let Some(vectors) = &state.vectors else {
+            return Ok(false);
+        };
+        if meta_generation(&self.dir) == Some(state.generation) {
+            return Ok(false);
+        }
+        write_snapshot(&self.dir, vectors, state.generation, state.dim)?;
+        Ok(true)
+    }
+}
+
+/// Checks every record of an upsert; `dim` is the index's vector dimension (0: not yet decided,
+/// the first vector decides). Returns the dimension of the request's vectors.
+fn validate_records(records: &[IndexedRecord], mut dim: usize) -> Result<usize> {
+    for (i, record) in records.iter().enumerate() {
+        let at = |what: &str| format!("records[{i}].{what}");
+        let id = &record.record_id;
+        if id.is_empty() || id.len() > MAX_RECORD_ID_BYTES || id.contains('\n') {
+            return Err(IndexError::invalid(
+                at("recordId"),
+                format!(
+                    "must be 1 to {MAX_RECORD_ID_BYTES} bytes without a newline, got {} bytes",
+                    id.len()
+                ),
+            ));
+        }
+        let mut seen = vec![false; record.segments.len()];
+        for (j, segment) in record.segments.iter().enumerate() {
+            let at = |what: &str| format!("records[{i}].segments[{j}].{what}");
+            let ordinal = segment.ordinal as usize;
+            if ordinal >= seen.len() || std::mem::replace(&mut seen[ordinal], true) {
+                return Err(IndexError::invalid(
+                    at("ordinal"),
+                    format!(
+                        "ordinals of a record's {} segments must be 0 to {} without repeats, got {ordinal}",
+                        seen.len(),
+                        seen.len().saturating_sub(1)
+                    ),
+                ));
+            }
+            let vector = &segment.vector;
+            if vector.is_empty() || vector.iter().any(|x| !x.is_finite()) {
+                return Err(IndexError::invalid(
+                    at("vector"),
+                    "must be a non-empty vector of finite numbers",
+                ));
+            }
+            if dim == 0 {
+                dim = vector.len();
+            } else if vector.len() != dim {
+                return Err(IndexError::invalid(
+                    at("vector"),
+                    format!(
+                        "has {} dimensions, the index holds {dim}-d vectors",
+                        vector.len()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(dim)
+}
+
+/// The vector id of a segment: [`stable_id`] of `record id \n ordinal`.
+pub fn segment_id(record_id: &str, ordinal: u32) -> u64 {
+    stable_id(&format!("{record_id}\n{ordinal}"))
+}
+
+/// Reads the record metadata of every stored segment of the committed index. The vector index
+/// comes from the snapshot in `dir` when it matches the generation and the segments, otherwise it
+/// is rebuilt from the stored vectors (read again, in batches, only then).
+fn load_state(
+    searcher: Searcher,
+    fields: &SegmentFields,
+    generation: u64,
+    dir: Option<&Path>,
+) -> Result<State> {
+    struct Loading {
+        display_name: Option<String>,
+        generation: u64,
+        principals: Vec<String>,
+        segments: Vec<(u32, u64)>,
+    }
+    let mut loading: HashMap<String, Loading> = HashMap::new();
+    for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
+            let u64_of = |field, what| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_u64())
+                    .ok_or_else(|| corrupt(what))
+            };
+            let id = u64_of(fields.id, "id")?;
+            let ordinal = u32::try_from(u64_of(fields.ordinal, "ordinal")?)
+                .map_err(|_| corrupt("ordinal"))?;
+            let record_id = doc
+                .get_first(fields.record)
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| corrupt("record"))?;
+            let entry = match loading.entry(record_id.to_string()) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(Loading {
+                    display_name: doc
+                        .get_first(fields.display_name)
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                    generation: u64_of(fields.record_generation, "record generation")?,
+                    principals: doc
+                        .get_all(fields.principals)
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect(),
+                    segments: Vec::new(),
+                }),
+            };
+            entry.segments.push((ordinal, id));
+        }
+    }
+    let mut state = State::empty(searcher, generation)?;
+    for (record_id, mut record) in loading {
+        record.segments.sort_unstable();
+        if record
+            .segments
+            .iter()
+            .enumerate()
+            .any(|(i, (ordinal, _))| *ordinal as usize != i)
+        {
+            return Err(IndexError::Corrupt(format!(
+                "record `{record_id}` has segment ordinals with gaps or repeats"
+            )));
+        }
+        let principals = state.intern(&record.principals);
+        state.insert(Record {
+            id: Arc::from(record_id.as_str()),
+            display_name: record.display_name.map(Box::from),
+            generation: record.generation,
+            principals,
+            vector_ids: record.segments.iter().map(|(_, id)| *id).collect(),
+        });
+    }
+    let snapshot = match dir {
+        Some(dir) => read_snapshot(dir, generation)?,
+        None => None,
+    };
+    match snapshot {
+        Some((loaded, dim))
+            if loaded.ntotal() as usize == state.segment_count()
+                && loaded
+                    .id_map()
+                    .iter()
+                    .all(|id| id.get().is_some_and(|id| state.segments.contains_key(&id))) =>
+        {
+            state.vectors = Some(loaded);
+            state.dim = dim;
+        }
+        _ => {
+            let (vectors, dim) = rebuild(&state.searcher, fields)?;
+            state.vectors = vectors;
+            state.dim = dim;
+        }
+    }
+    Ok(state)
+}
+
+/// A FAISS index of every live stored vector, added in batches.
+fn rebuild(
+    searcher: &Searcher,
+    fields: &SegmentFields,
+) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
+    let mut index: Option<IdMap<FlatIndexImpl>> = None;
+    let mut dim = 0;
+    let mut labels: Vec<Idx> = Vec::new();
+    let mut flat: Vec<f32> = Vec::new();
+    let flush = |index: &mut Option<IdMap<FlatIndexImpl>>,
+                 labels: &mut Vec<Idx>,
+                 flat: &mut Vec<f32>|
+     -> Result<()> {
+        if let Some(index) = index.as_mut()
+            && !labels.is_empty()
+        {
+            index.add_with_ids(flat, labels)?;
+        }
+        labels.clear();
+        flat.clear();
+        Ok(())
+    };
+    for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
+            let id = doc
+                .get_first(fields.id)
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| corrupt("id"))?;
+            let vector = decode_vector(
+                doc.get_first(fields.vector)
+                    .and_then(|v| v.as_bytes())
+                    .ok_or_else(|| corrupt("vector"))?,
+            );
+            if index.is_none() {
+                dim = vector.len();
+                index = Some(IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?);
+            }
+            if vector.len() != dim {
+                return Err(IndexError::Corrupt(
+                    "stored vectors of different dimensions".into(),
+                ));
+            }
+            labels.push(Idx::new(id));
+            flat.extend_from_slice(&vector);
+            if labels.len() >= REBUILD_BATCH {
+                flush(&mut index, &mut labels, &mut flat)?;
+            }
+        }
+    }
+    flush(&mut index, &mut labels, &mut flat)?;
+    Ok((index, dim))
+}
+
+fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>> {
+    searcher
+        .segment_readers()
+        .iter()
+        .map(|s| Ok(s.fast_fields().u64("id")?))
+        .collect()
+}
+
+type Key = (String, String);
+
+/// Every segment index of a shard, keyed by (project, sync).
+pub struct SegmentIndexes {
+    root: PathBuf,
+    config: ContextConfig,
+    indexes: RwLock<HashMap<Key, Arc<SegmentIndex>>>,
+}
+
+impl SegmentIndexes {
+    /// Opens every index under `root/context/<project>/<sync>`.
+    pub fn open(root: &Path, config: ContextConfig) -> Result<Self> {
+        let context_dir = root.join("context");
+        fs::create_dir_all(&context_dir)?;
+        let mut indexes = HashMap::new();
+        for project in fs::read_dir(&context_dir)? {
+            let project = project?;
+            if !project.file_type()?.is_dir() {
+                continue;
+            }
+            let project_id = project.file_name().to_string_lossy().to_string();
+            for sync in fs::read_dir(project.path())? {
+                let sync = sync?;
+                if !sync.file_type()?.is_dir() {
+                    continue;
+                }
+                let sync_id = sync.file_name().to_string_lossy().to_string();
+                let index = SegmentIndex::open(&sync.path(), &sync_id)?;
+                indexes.insert((project_id.clone(), sync_id), Arc::new(index));
+            }
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            config,
+            indexes: RwLock::new(indexes),
+        })
+    }
+
+    /// Number of indexes and of segments held.
+    pub fn counts(&self) -> (u64, u64) {
+        let indexes = self.indexes.read();
+        (
+            indexes.len() as u64,
+            indexes.values().map(|i| i.len() as u64).sum(),
+        )
+    }
+
+    pub fn get(&self, project: &str, sync: &str) -> Option<Arc<SegmentIndex>> {
+        self.indexes
+            .read()
+            .get(&(project.to_string(), sync.to_string()))
+            .cloned()
+    }
+
+    /// The index of `sync` in `project`, created empty if it does not exist.
+    pub fn get_or_create(&self, project: &str, sync: &str) -> Result<Arc<SegmentIndex>> {
+        check_path_component("projectId", project)?;
+        check_path_component("syncId", sync)?;
+        if let Some(index) = self.get(project, sync) {
+            return Ok(index);
+        }
+        let mut indexes = self.indexes.write();
+        let key = (project.to_string(), sync.to_string());
+        if let Some(index) = indexes.get(&key) {
+            return Ok(index.clone());
+        }
+        let dir = self.root.join("context").join(project).join(sync);
+        let index = Arc::new(SegmentIndex::open(&dir, sync)?);
+        indexes.insert(key, index.clone());
+        Ok(index)
+    }
+
+    pub fn info(&self, project: &str, sync: &str) -> Option<SegmentIndexInfo> {
+        self.get(project, sync).map(|i| i.info())
+    }
+
+    /// Writes every dense-index snapshot that is older on disk than in memory; returns how many.
+    pub fn flush(&self) -> Result<usize> {
+        let indexes: Vec<Arc<SegmentIndex>> = self.indexes.read().values().cloned().collect();
+        let mut flushed = 0;
+        for index in indexes {
+            if index.flush_vectors()? {
+                flushed += 1;
+            }
+        }
+        Ok(flushed)
+    }
+
+    /// Inserts or replaces records in the sync's index (created if needed). Returns the segments
+    /// written and the index's new generation.
+    pub fn upsert(&self, request: &SegmentUpsertRequest) -> Result<(u64, u64)> {
+        check_path_component("projectId", &request.project_id)?;
+        check_path_component("syncId", &request.sync_id)?;
+        // Checked before an index is created for it; the index checks again under its write lock.
+        validate_records(&request.records, 0)?;
+        if request.records.is_empty() {
+            let generation = self
+                .get(&request.project_id, &request.sync_id)
+                .map_or(0, |i| i.generation());
+            return Ok((0, generation));
+        }
+        self.get_or_create(&request.project_id, &request.sync_id)?
+            .upsert(&request.records)
+    }
+
+    /// Deletes records; returns how many existed and the new generation (0 without an index).
+    pub fn delete(&self, request: &RecordDeleteRequest) -> Result<(u64, u64)> {
+        check_path_component("projectId", &request.project_id)?;
+        check_path_component("syncId", &request.sync_id)?;
+        match self.get(&request.project_id, &request.sync_id) {
+            Some(index) => index.delete(&request.record_ids),
+            None => Ok((0, 0)),
+        }
+    }
+
+    fn scoped<'a>(
+        &self,
+        project: &str,
+        syncs: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<Arc<SegmentIndex>> {
+        let indexes = self.indexes.read();
+        let mut seen = HashSet::new();
+        syncs
+            .into_iter()
+            .filter(|s| seen.insert(*s))
+            .filter_map(|s| indexes.get(&(project.to_string(), s.to_string())).cloned())
+            .collect()
+    }
+
+    /// BM25 statistics of the query over the named syncs' indexes (unknown syncs are skipped).
+    pub fn term_stats(&self, request: &ContextStatsRequest) -> Result<TermStats> {
+        let terms = analyzer::analyze(&request.query);
+        let scoped = self.scoped(
+            &request.project_id,
+            request.sync_ids.iter().map(String::as_str),
+        );
+        Ok(scoped_stats(&scoped, &terms))
+    }
+
+    /// The lexical query of `terms` under `stats` with this shard's context weights.
+    fn lexical_query(&self, terms: &[String], stats: &TermStats) -> LexicalQuery {
+        let c = &self.config;
+        LexicalQuery::new(
+            terms,
+            stats,
+            &[
+                (SEGMENT_TEXT_FIELDS[0], c.title_weight),
+                (SEGMENT_TEXT_FIELDS[1], c.text_weight),
+            ],
+            c.k1,
+            c.b,
+        )
+    }
+
+    /// Searches the named syncs with both retrievers, each sync only over the segments its scope's
+    /// principals may see. An index that fails is reported in `failures` (the sync id in
+    /// `integration`) and the others still answer; unknown syncs are skipped.
+    pub fn search(&self, request: &ContextSearchRequest) -> ContextSearchResponse {
+        let prepare_started = Instant::now();
+        let limit = request.limit as usize;
+        // One scope per sync; a sync named twice gets the union of its principals.
+        let mut principals: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for scope in &request.syncs {
+            let entry = principals.entry(scope.sync_id.as_str()).or_insert_with(|| {
+                order.push(scope.sync_id.as_str());
+                Vec::new()
+            });
+            entry.extend(scope.principals.iter().cloned());
+        }
+        let scoped = self.scoped(&request.project_id, order.iter().copied());
+        let terms = if request.lexical {
+            analyzer::analyze(&request.query)
+        } else {
+            Vec::new()
+        };
+        let lexical = if terms.is_empty() {
+            LexicalQuery::default()
+        } else {
+            match &request.stats {
+                Some(stats) => self.lexical_query(&terms, stats),
+                None => self.lexical_query(&terms, &scoped_stats(&scoped, &terms)),
+            }
+        };
+        let mut failures = Vec::new();
+        let failure = |index: &SegmentIndex, retriever: &str, err: &IndexError| {
+            tracing::warn!(sync = index.sync_id(), retriever, error = %err, "segment index search failed");
+            PartFailure {
+                integration: index.sync_id().to_string(),
+                retriever: retriever.to_string(),
+                message: err.to_string(),
+            }
+        };
+
+        let lexical_started = Instant::now();
+        let mut lexical_pool: Vec<(usize, Candidate)> = Vec::new();
+        let mut lexical_matched = 0u64;
+        if !lexical.is_empty() {
+            let mut buffers = ScoreBuffers::default();
+            for (n, index) in scoped.iter().enumerate() {
+                let principals = &principals[index.sync_id()];
+                match index.search_lexical(&lexical, principals, limit, &mut buffers) {
+                    Ok((candidates, matched)) => {
+                        lexical_matched += matched;
+                        lexical_pool.extend(candidates.into_iter().map(|c| (n, c)));
+                    }
+                    Err(err) => failures.push(failure(index, "lexical", &err)),
+                }
+            }
+        }
+        let dense_started = Instant::now();
+        let mut dense_pool: Vec<(usize, Candidate)> = Vec::new();
+        if let Some(vector) = &request.vector {
+            for (n, index) in scoped.iter().enumerate() {
+                let principals = &principals[index.sync_id()];
+                match index.search_dense(vector, principals, limit) {
+                    Ok(candidates) => dense_pool.extend(candidates.into_iter().map(|c| (n, c))),
+                    Err(err) => failures.push(failure(index, "dense", &err)),
+                }
+            }
+        }
+        let assemble_started = Instant::now();
+        let lexical_best = best_pooled(&scoped, lexical_pool, limit);
+        let dense_best = best_pooled(&scoped, dense_pool, limit);
+
+        // Fetch each index's winners once, checked again against its current state.
+        let mut wanted: Vec<Vec<(u64, Arc<str>, u32)>> = vec![Vec::new(); scoped.len()];
+        let mut seen: HashSet<(usize, u64)> = HashSet::new();
+        for (n, c) in lexical_best.iter().chain(&dense_best) {
+            if seen.insert((*n, c.vector_id)) {
+                wanted[*n].push((c.vector_id, c.record_id.clone(), c.ordinal));
+            }
+        }
+        let mut fetched: HashSet<(usize, u64)> = HashSet::new();
+        let mut segments = Vec::new();
+        let mut records = Vec::new();
+        let mut seen_records: HashSet<(usize, Arc<str>)> = HashSet::new();
+        for (n, want) in wanted.iter().enumerate() {
+            if want.is_empty() {
+                continue;
+            }
+            let index = &scoped[n];
+            let keys: Vec<(u64, &str, u32)> = want
+                .iter()
+                .map(|(id, record, ordinal)| (*id, &**record, *ordinal))
+                .collect();
+            match index.fetch(&keys, &principals[index.sync_id()]) {
+                Ok(found) => {
+                    for ((id, record_id, _), found) in want.iter().zip(found) {
+                        let Some((segment, record)) = found else {
+                            continue;
+                        };
+                        fetched.insert((n, *id));
+                        segments.push(segment);
+                        if seen_records.insert((n, record_id.clone())) {
+                            records.push(record);
+                        }
+                    }
+                }
+                Err(err) => failures.push(failure(index, "", &err)),
+            }
+        }
+        let hits = |best: Vec<(usize, Candidate)>| -> Vec<SegmentHit> {
+            best.into_iter()
+                .filter(|(n, c)| fetched.contains(&(*n, c.vector_id)))
+                .map(|(n, c)| SegmentHit {
+                    sync_id: scoped[n].sync_id().to_string(),
+                    record_id: c.record_id.to_string(),
+                    ordinal: c.ordinal,
+                    score: c.score,
+                })
+                .collect()
+        };
+        let lexical = hits(lexical_best);
+        let dense = hits(dense_best);
+        ContextSearchResponse {
+            lexical,
+            dense,
+            lexical_matched,
+            segments,
+            records,
+            failures,
+            timings: ShardTimings {
+                prepare_ms: (lexical_started - prepare_started).as_secs_f64() * 1e3,
+                lexical_ms: (dense_started - lexical_started).as_secs_f64() * 1e3,
+                dense_ms: (assemble_started - dense_started).as_secs_f64() * 1e3,
+                assemble_ms: assemble_started.elapsed().as_secs_f64() * 1e3,
+            },
+        }
+    }
+
+    /// A segment and its neighbours, if the record has that segment and `principals` may read it.
+    pub fn read(&self, request: &ReadSegmentsRequest) -> Result<Option<ReadSegmentsResponse>> {
+        match self.get(&request.project_id, &request.sync_id) {
+            Some(index) => index.read(
+                &request.record_id,
+                request.ordinal,
+                request.before,
+                request.after,
+                &request.principals,
+            ),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The best `limit` pooled candidates of several indexes in [`segment_hit_order`](agentsearch_common::shard::segment_hit_order).
+fn best_pooled(
+    scoped: &[Arc<SegmentIndex>],
+    mut pool: Vec<(usize, Candidate)>,
+    limit: usize,
+) -> Vec<(usize, Candidate)> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    if pool.len() > limit {
+        pool.select_nth_unstable_by(limit - 1, |a, b| b.1.score.total_cmp(&a.1.score));
+        let cut = pool[limit - 1].1.score;
+        pool.retain(|(_, c)| c.score >= cut);
+    }
+    pool.sort_by(|(na, a), (nb, b)| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| scoped[*na].sync_id().cmp(scoped[*nb].sync_id()))
+            .then_with(|| a.record_id.cmp(&b.record_id))
+            .then_with(|| a.ordinal.cmp(&b.ordinal))
+    });
+    pool.truncate(limit);
+    pool
+}
+
+fn scoped_stats(indexes: &[Arc<SegmentIndex>], terms: &[String]) -> TermStats {
+    let mut stats = TermStats::default();
+    for index in indexes {
+        if let Err(err) = index.add_term_stats(terms, &mut stats) {
+            tracing::warn!(sync = index.sync_id(), error = %err, "term statistics failed");
+        }
+    }
+    stats
+}
+
+impl Drop for SegmentIndexes {
+    fn drop(&mut self) {
+        if let Err(err) = self.flush() {
+            tracing::warn!(error = %err, "flushing vector snapshots on close failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_ids_are_stable_and_distinct_per_ordinal() {
+        assert_eq!(segment_id("doc-1", 0), segment_id("doc-1", 0));
+        assert_ne!(segment_id("doc-1", 0), segment_id("doc-1", 1));
+        assert_ne!(segment_id("doc-1", 1), segment_id("doc-11", 0));
+        assert!(segment_id("x", 3) < 1 << 62);
+    }
+
+    #[test]
+    fn best_breaks_ties_by_record_then_ordinal() {
+        let c = |score, record: &str, ordinal| Candidate {
+            score,
+            vector_id: 0,
+            record_id: Arc::from(record),
+            ordinal,
+        };
+        let got = best(
+            vec![
+                c(1.0, "b", 0),
+                c(2.0, "z", 0),
+                c(1.0, "a", 1),
+                c(1.0, "a", 0),
+            ],
+            3,
+        );
+        let got: Vec<(&str, u32)> = got.iter().map(|c| (&*c.record_id, c.ordinal)).collect();
+        assert_eq!(got, [("z", 0), ("a", 0), ("a", 1)]);
+    }
+}
