@@ -206,8 +206,8 @@ pub fn search_json(r: &pb::ContextSearchResponse) -> serde_json::Value {
             "permissionFiltered": usage.permission_filtered,
             "identities": {
                 "applied": usage.identities_applied.iter()
-                    .map(|(k, v)| (k.clone(), serde_json::json!(v.principals)))
-                    .collect::<serde_json::Map<_, _>>(),
+                    .map(|(k, v)| (k.clone(), v.principals.clone()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
                 "unused": usage.identities_unused.iter()
                     .map(|e| serde_json::json!({"source": e.source, "principal": e.principal}))
                     .collect::<Vec<_>>(),
@@ -259,8 +259,9 @@ pub fn search_table(r: &pb::ContextSearchResponse) -> String {
                 String::new()
             }
         ));
-        let applied: Vec<String> = u
-            .identities_applied
+        let sorted: std::collections::BTreeMap<&String, &pb::PrincipalList> =
+            u.identities_applied.iter().collect();
+        let applied: Vec<String> = sorted
             .iter()
             .map(|(source, p)| format!("{source}: {}", p.principals.join(", ")))
             .collect();

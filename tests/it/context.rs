@@ -274,8 +274,8 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
     assert_eq!(usage.rerank_outcome, "disabled_by_deployment");
     assert_eq!(usage.dropped.unwrap().records_beyond_top_k, 0);
     assert_eq!(
-        usage.identities_applied.keys().collect::<Vec<_>>(),
-        ["confluence", "googledrive"]
+        usage.identities_applied.keys().collect::<BTreeSet<_>>(),
+        BTreeSet::from([&"confluence".to_string(), &"googledrive".to_string()])
     );
     assert!(usage.identities_unused.is_empty());
 
@@ -525,6 +525,25 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
     assert_eq!(
         csearch(grpc, other).await.unwrap_err().code(),
         tonic::Code::InvalidArgument
+    );
+    let taken = ContextSyncClient::new(channel(grpc).await)
+        .create_sync(pb::CreateSyncRequest {
+            project_id: OTHER_PROJECT.into(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            sync_id: Some(drive.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(taken.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        taken
+            .get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "id"
     );
 
     // A shard that is down: its syncs' passages that bob may read are counted as not

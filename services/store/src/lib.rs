@@ -28,6 +28,9 @@ pub enum StoreError {
     /// The named object does not exist (or belongs to another project).
     #[error("{0}")]
     NotFound(String),
+    /// A sync id the caller chose is already used by another project's sync.
+    #[error("sync id `{0}` is taken")]
+    SyncIdTaken(String),
 }
 
 impl From<StoreError> for agentsearch_common::Error {
@@ -39,6 +42,10 @@ impl From<StoreError> for agentsearch_common::Error {
             }
             StoreError::Backend(m) => agentsearch_common::Error::Internal(m),
             StoreError::NotFound(m) => agentsearch_common::Error::NotFound(m),
+            StoreError::SyncIdTaken(_) => agentsearch_common::Error::invalid(
+                "id",
+                "this sync id is already in use; choose another UUID or omit it",
+            ),
         }
     }
 }
@@ -224,7 +231,7 @@ pub(crate) fn unknown_sync(sync_id: &str) -> StoreError {
 }
 
 pub(crate) fn sync_taken(sync_id: &str) -> StoreError {
-    StoreError::Backend(format!("sync id `{sync_id}` is taken by another project"))
+    StoreError::SyncIdTaken(sync_id.to_string())
 }
 
 /// A count or generation as stored (BIGINT).
@@ -569,7 +576,10 @@ pub mod conformance {
 
         // Another project's sync is invisible and untouchable.
         let in_q = store.create_sync(&sync("sync-q", q, "jira")).await.unwrap();
-        assert!(store.create_sync(&sync("sync-q", p, "jira")).await.is_err());
+        assert!(matches!(
+            store.create_sync(&sync("sync-q", p, "jira")).await,
+            Err(StoreError::SyncIdTaken(_))
+        ));
         assert_eq!(store.list_syncs(q).await.unwrap(), vec![in_q.clone()]);
         assert_eq!(store.get_sync(p, "sync-q").await.unwrap(), None);
         assert_eq!(store.get_sync(q, "sync-b").await.unwrap(), None);
