@@ -134,9 +134,11 @@ pub struct Hit {
 }
 
 /// Order of hits in every ranked list: score descending, then name ascending (deterministic ties).
+/// Scores are compared with `-0.0` equal to `0.0` (adding `0.0` turns one into the other), so a
+/// zero's sign, which depends on summation order, never decides a tie.
 pub fn hit_order(a: &Hit, b: &Hit) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
+    (b.score + 0.0)
+        .total_cmp(&(a.score + 0.0))
         .then_with(|| a.name.cmp(&b.name))
 }
 
@@ -295,10 +297,11 @@ pub fn segment_key(sync_id: &str, record_id: &str, ordinal: u32) -> String {
     format!("{sync_id}\n{record_id}\n{ordinal}")
 }
 
-/// Order of segment hits: score descending, then sync, record and ordinal ascending.
+/// Order of segment hits: score descending (`-0.0` equal to `0.0`, as in [`hit_order`]), then
+/// sync, record and ordinal ascending.
 pub fn segment_hit_order(a: &SegmentHit, b: &SegmentHit) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
+    (b.score + 0.0)
+        .total_cmp(&(a.score + 0.0))
         .then_with(|| a.sync_id.cmp(&b.sync_id))
         .then_with(|| a.record_id.cmp(&b.record_id))
         .then_with(|| a.ordinal.cmp(&b.ordinal))

@@ -271,8 +271,8 @@ pub struct Candidate {
 /// Order of candidates within one index: score descending, then record and ordinal ascending
 /// (the order of [`segment_hit_order`](agentsearch_common::shard::segment_hit_order) within a sync).
 fn candidate_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
+    (b.score + 0.0)
+        .total_cmp(&(a.score + 0.0))
         .then_with(|| a.record_id.cmp(&b.record_id))
         .then_with(|| a.ordinal.cmp(&b.ordinal))
 }
@@ -283,7 +283,9 @@ fn best(mut candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
         return Vec::new();
     }
     if candidates.len() > limit {
-        candidates.select_nth_unstable_by(limit - 1, |a, b| b.score.total_cmp(&a.score));
+        candidates.select_nth_unstable_by(limit - 1, |a, b| {
+            (b.score + 0.0).total_cmp(&(a.score + 0.0))
+        });
         let cut = candidates[limit - 1].score;
         candidates.retain(|c| c.score >= cut);
     }
@@ -683,7 +685,7 @@ impl SegmentIndex {
             let exhausted = k >= total || returned < k;
             let certain = found.len() >= limit && {
                 let mut scores: Vec<f32> = found.iter().map(|c| c.score).collect();
-                scores.select_nth_unstable_by(limit - 1, |a, b| b.total_cmp(a));
+                scores.select_nth_unstable_by(limit - 1, |a, b| (*b + 0.0).total_cmp(&(*a + 0.0)));
                 scores[limit - 1] > worst
             };
             if exhausted || certain {
@@ -1352,13 +1354,15 @@ fn best_pooled(
         return Vec::new();
     }
     if pool.len() > limit {
-        pool.select_nth_unstable_by(limit - 1, |a, b| b.1.score.total_cmp(&a.1.score));
+        pool.select_nth_unstable_by(limit - 1, |a, b| {
+            (b.1.score + 0.0).total_cmp(&(a.1.score + 0.0))
+        });
         let cut = pool[limit - 1].1.score;
         pool.retain(|(_, c)| c.score >= cut);
     }
     pool.sort_by(|(na, a), (nb, b)| {
-        b.score
-            .total_cmp(&a.score)
+        (b.score + 0.0)
+            .total_cmp(&(a.score + 0.0))
             .then_with(|| scoped[*na].sync_id().cmp(scoped[*nb].sync_id()))
             .then_with(|| a.record_id.cmp(&b.record_id))
             .then_with(|| a.ordinal.cmp(&b.ordinal))

@@ -736,7 +736,7 @@ proptest! {
             for (got, expected) in [(&response.lexical, &lexical), (&response.dense, &dense)] {
                 let got_keys: Vec<String> = got.iter().map(|h| h.key()).collect();
                 let expected_keys: Vec<String> = expected.iter().map(|h| h.key()).collect();
-                prop_assert_eq!(got_keys, expected_keys, "query `{}`", query);
+                prop_assert_eq!(got_keys, expected_keys, "query `{}`: {:?} vs {:?}", query, got, expected);
                 for (g, e) in got.iter().zip(expected.iter()) {
                     prop_assert!((g.score - e.score).abs() < 1e-4, "{:?} vs {:?}", g, e);
                 }
