@@ -1,6 +1,7 @@
 //! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
-//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`. Assembly of the processes lives here ([`node`]); the client commands
-//! talk to a router over its public gRPC API ([`client`]).
+//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`. Assembly of
+//! the processes lives here ([`node`]); the client commands talk to a router over its public gRPC
+//! API ([`client`], [`context_client`]).
 
 pub mod client;
 pub mod context_client;
