@@ -776,25 +776,28 @@ impl Router {
                 .copied()
                 .unwrap_or(record_floor)
         };
-        order.sort_by(|a, b| score_of(b).total_cmp(&score_of(a)));
+        // Each record's score once, then a stable sort (ties keep the passage-level order).
+        let mut ranked: Vec<(f64, (String, String))> =
+            order.into_iter().map(|key| (score_of(&key), key)).collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
         let scale = |score: f64, best: f64, floor: f64| {
             ((score - floor) / (best - floor).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0)
         };
         let best_record = record_fused.first().map_or(1.0, |f| f.score);
         let best = fused.first().map_or(1.0, |f| f.score);
         let relevancy = |score: f64| scale(score, best, floor);
-        let records_total = order.len() as u64;
-        let results: Vec<ContextResult> = order
+        let records_total = ranked.len() as u64;
+        let results: Vec<ContextResult> = ranked
             .into_iter()
             .take(req.top_k as usize)
-            .map(|key| {
+            .map(|(record_score, key)| {
                 let info = &records[&key];
                 let segments = &grouped[&key];
                 ContextResult {
                     id: format!("{}.{}", info.sync_id, info.record_id),
                     sync_id: info.sync_id.clone(),
                     source: sources[info.sync_id.as_str()].to_string(),
-                    relevancy: scale(score_of(&key), best_record, record_floor),
+                    relevancy: scale(record_score, best_record, record_floor),
                     rerank_score: None,
                     generation: info.generation,
                     display_name: info.display_name.clone(),
