@@ -167,6 +167,9 @@ pub struct SearchArgs {
     /// hybrid (default), lexical or dense.
     #[arg(long)]
     pub mode: Option<String>,
+    /// Only integrations the token's user has an active connection for.
+    #[arg(long)]
+    pub connected_only: bool,
     /// Include the trace of named steps.
     #[arg(long)]
     pub diagnostics: bool,
@@ -189,7 +192,7 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
         integrations: args.integrations.clone(),
         categories: args.categories.clone(),
         max_side_effect: args.max_side_effect.clone(),
-        connected_only: false,
+        connected_only: args.connected_only,
         rerank: None,
         diagnostics: args.diagnostics,
         mode: args.mode.clone(),
@@ -228,6 +231,7 @@ pub fn to_json(r: &pb::SearchToolsResponse) -> serde_json::Value {
                     "parameters": serde_json::from_str::<serde_json::Value>(&f.parameters_json).unwrap_or_default(),
                 }},
                 "tokens": t.tokens,
+                "catalogVersion": t.catalog_version,
             })
         }).collect::<Vec<_>>(),
         "searchQuery": r.search_query,
@@ -242,6 +246,13 @@ pub fn to_json(r: &pb::SearchToolsResponse) -> serde_json::Value {
             "omittedForTopK": usage.omitted_for_top_k,
             "hydratedIntegrations": usage.hydrated_integrations,
             "degraded": usage.degraded,
+            "omittedNotConnected": usage.omitted_not_connected,
+            "nearMisses": usage.near_misses.iter().map(|m| serde_json::json!({
+                "intentName": m.intent_name, "integration": m.integration,
+                "reason": m.reason, "rank": m.rank, "tokens": m.tokens,
+            })).collect::<Vec<_>>(),
+            "partial": usage.partial,
+            "failedIntegrations": usage.failed_integrations,
             "visibility": {
                 "mode": visibility.mode,
                 "entitledIntegrations": visibility.entitled_integrations,
@@ -289,9 +300,14 @@ pub fn table(r: &pb::SearchToolsResponse) -> String {
         } else {
             ""
         };
+        let hydrated = if t.schema_source == "hydrated" {
+            "*"
+        } else {
+            ""
+        };
         out.push_str(&format!(
             "{:>3}  {:<name_width$}  {:<integration_width$}  {:<7}  {:>9.3}  {:>6}  {short}{ellipsis}\n",
-            i + 1, t.intent_name, t.integration, t.side_effect, t.relevancy, t.tokens
+            i + 1, t.intent_name, t.integration, t.side_effect, t.relevancy, format!("{hydrated}{}", t.tokens)
         ));
     }
     if r.tools.is_empty() {
@@ -309,6 +325,17 @@ pub fn table(r: &pb::SearchToolsResponse) -> String {
             u.strategy,
             u.degraded.as_ref().map(|d| format!(" (degraded: {d})")).unwrap_or_default()
         ));
+    }
+    if let Some(u) = &r.usage {
+        for m in &u.near_misses {
+            out.push_str(&format!(
+                "near miss: #{} {} ({}): removed by {}\n",
+                m.rank, m.intent_name, m.integration, m.reason
+            ));
+        }
+        if r.tools.iter().any(|t| t.schema_source == "hydrated") {
+            out.push_str("* schema hydrated for this user\n");
+        }
     }
     for e in &r.errors {
         out.push_str(&format!(

@@ -67,8 +67,42 @@ pub async fn load(router: &Router) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The demo user's connected accounts: alice@example.com has two Gmail accounts (so an agent must
+/// pick one), Slack, Google Drive and Salesforce active, and an expired Zoom connection.
+pub async fn load_connections(router: &Router) -> anyhow::Result<()> {
+    let account = |integration: &str, id: &str, alias: &str, status: &str, default: bool| {
+        agentsearch_router::connections::RawConnection {
+            integration: Some(integration.into()),
+            account_id: Some(id.into()),
+            alias: Some(alias.into()),
+            status: Some(status.into()),
+            account_type: Some("private".into()),
+            is_default: Some(default),
+            user_info: Some(serde_json::json!({"email": "alice@example.com", "name": "Alice"})),
+        }
+    };
+    let inputs = agentsearch_router::connections::validate_connections(vec![
+        account("gmail", "gmail-work", "work", "active", true),
+        account("gmail", "gmail-personal", "personal", "active", false),
+        account("slack", "slack-acme", "acme", "active", true),
+        account("google_drive", "drive-acme", "acme", "active", true),
+        account("salesforce", "sf-acme", "acme", "active", true),
+        account("zoom", "zoom-acme", "acme", "expired", true),
+    ])?;
+    router
+        .upsert_connections(DEMO_PROJECT_ID, DEMO_USER, inputs)
+        .await?;
+    Ok(())
+}
+
+/// The user of the demo's connections and hydrated schemas.
+pub const DEMO_USER: &str = "alice@example.com";
+
 /// The demo content set (`demo/documents.jsonl`): documents of a fictional company in two sources,
 /// with varied ACLs.
+/// Per-user schemas of demo Salesforce tools (the file provider's format).
+pub const HYDRATION: &str = include_str!("../../demo/hydration.json");
+
 pub const DOCUMENTS: &str = include_str!("../../demo/documents.jsonl");
 /// Group memberships of the demo content (`demo/groups.jsonl`).
 pub const GROUPS: &str = include_str!("../../demo/groups.jsonl");

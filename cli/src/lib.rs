@@ -1,7 +1,7 @@
 //! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
-//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`. Assembly of
-//! the processes lives here ([`node`]); the client commands talk to a router over its public gRPC
-//! API ([`client`], [`context_client`]).
+//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`, `token`.
+//! Assembly of the processes lives here ([`node`]); the client commands talk to a router over its
+//! public gRPC API ([`client`], [`context_client`]).
 
 pub mod client;
 pub mod context_client;
@@ -9,6 +9,7 @@ pub mod demo;
 pub mod embed_bench;
 pub mod eval;
 pub mod node;
+pub mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +51,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Time segmenting and embedding a BEIR corpus the way record ingest does.
     EmbedBench(embed_bench::EmbedBenchArgs),
+    /// Issue a JWT for a user of a project (HS256 with the project's secret, or RS256 / ES256).
+    Token(token::TokenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -168,6 +171,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load_config(cli.config.as_deref())?;
             config.validate()?;
             embed_bench::run(args, config)
+        }
+        Command::Token(args) => {
+            let config = load_config(cli.config.as_deref())?;
+            token::run(args, &config)
         }
     }
 }

@@ -4,9 +4,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsearch_common::config::{Config, ContextConfig, LexicalConfig};
+use agentsearch_common::config::{
+    Config, ContextConfig, HydrationIntegrationConfig, HydrationProvider, LexicalConfig,
+};
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
+use agentsearch_hydrate::HydrationService;
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
@@ -83,12 +86,26 @@ pub async fn embedded_router(
     )
     .await?;
     let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
-    Ok(Arc::new(Router::new(
-        store,
-        shards,
-        cached,
-        settings(config),
-    )))
+    let mut hydration = config.hydration.clone();
+    if hydration.integrations.is_empty() {
+        // The demo's Salesforce tools carry per-user custom fields, from a file.
+        let path = config.data_dir.join("demo-hydration.json");
+        std::fs::write(&path, crate::demo::HYDRATION)
+            .with_context(|| format!("writing {}", path.display()))?;
+        hydration.integrations.insert(
+            "salesforce".into(),
+            HydrationIntegrationConfig {
+                provider: HydrationProvider::File,
+                url: None,
+                path: Some(path),
+                timeout_ms: None,
+            },
+        );
+    }
+    let hydration = HydrationService::from_config(&hydration, Path::new("."))?;
+    Ok(Arc::new(
+        Router::new(store, shards, cached, settings(config)).with_hydration(Arc::new(hydration)),
+    ))
 }
 
 /// `agentsearch serve`.
@@ -97,7 +114,10 @@ pub async fn serve_embedded(
     load_demo: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let auth = Auth::new(config.auth.token.clone());
+    let auth = Auth::from_config(&agentsearch_common::auth::embedded_config(
+        &config.auth,
+        &config.data_dir,
+    )?)?;
     auth.check_bind(config.http, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let embedder = load_embedder(&config)?;
@@ -105,6 +125,7 @@ pub async fn serve_embedded(
     if load_demo {
         crate::demo::load(&router).await?;
         crate::demo::load_documents(&router).await?;
+        crate::demo::load_connections(&router).await?;
     }
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
@@ -157,7 +178,7 @@ pub async fn serve_router(
         !config.shards.remote.is_empty(),
         "shards.remote is empty: pass --shards host:port,..."
     );
-    let auth = Auth::new(config.auth.token.clone());
+    let auth = Auth::from_config(&config.auth)?;
     auth.check_bind(config.http, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let store = postgres_store(&config).await?;
@@ -171,7 +192,10 @@ pub async fn serve_router(
     tracing::info!(shards = ?shards.ids(), "shards discovered");
     let embedder = load_embedder(&config)?;
     let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
-    let router = Arc::new(Router::new(store, shards, cached, settings(&config)));
+    let hydration = HydrationService::from_config(&config.hydration, Path::new("."))?;
+    let router = Arc::new(
+        Router::new(store, shards, cached, settings(&config)).with_hydration(Arc::new(hydration)),
+    );
     agentsearch_router::serve(router, auth, config.http, config.grpc, shutdown).await?;
     Ok(())
 }

@@ -3,9 +3,9 @@
 
 use agentsearch_common::Error;
 use agentsearch_common::shard::{
-    Hit, IndexedTool, PartFailure, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
-    ShardSearchResponse, ShardTimings, ShardUpsertRequest, ShardWriteResponse, TermStats,
-    TermStatsRequest,
+    GetToolsRequest, GetToolsResponse, Hit, IndexedTool, InlineSearchRequest, PartFailure,
+    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardTimings,
+    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::{SideEffect, ToolRecord};
 
@@ -140,6 +140,47 @@ impl TryFrom<pb::SearchToolsRequest> for ShardSearchRequest {
     }
 }
 
+impl From<InlineSearchRequest> for pb::SearchInlineRequest {
+    fn from(r: InlineSearchRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            tools: indexed_tools(r.tools),
+            query: r.query,
+            vector: r.vector.unwrap_or_default(),
+            categories: r.categories,
+            max_side_effect: r
+                .max_side_effect
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
+            limit: r.limit,
+            lexical: r.lexical,
+            stats: r.stats.map(Into::into),
+        }
+    }
+}
+
+impl TryFrom<pb::SearchInlineRequest> for InlineSearchRequest {
+    type Error = Error;
+
+    fn try_from(r: pb::SearchInlineRequest) -> Result<Self, Error> {
+        let max_side_effect = match r.max_side_effect.as_str() {
+            "" => None,
+            s => Some(side_effect("maxSideEffect", s)?),
+        };
+        Ok(Self {
+            project_id: r.project_id,
+            tools: indexed_tools_from(r.tools)?,
+            query: r.query,
+            vector: (!r.vector.is_empty()).then_some(r.vector),
+            categories: r.categories,
+            max_side_effect,
+            limit: r.limit,
+            lexical: r.lexical,
+            stats: r.stats.map(Into::into),
+        })
+    }
+}
+
 impl From<Hit> for pb::Hit {
     fn from(h: Hit) -> Self {
         Self {
@@ -227,6 +268,7 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
             dense_ms: r.timings.dense_ms,
             assemble_ms: r.timings.assemble_ms,
             prepare_ms: r.timings.prepare_ms,
+            generations: r.generations.into_iter().collect(),
         }
     }
 }
@@ -252,22 +294,42 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
                 dense_ms: r.dense_ms,
                 assemble_ms: r.assemble_ms,
             },
+            generations: r.generations.into_iter().collect(),
         })
     }
+}
+
+fn indexed_tools(tools: Vec<IndexedTool>) -> Vec<pb::IndexedTool> {
+    tools
+        .into_iter()
+        .map(|t| pb::IndexedTool {
+            record: Some(t.record.into()),
+            vector: t.vector,
+        })
+        .collect()
+}
+
+fn indexed_tools_from(tools: Vec<pb::IndexedTool>) -> Result<Vec<IndexedTool>, Error> {
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let record = t
+                .record
+                .ok_or_else(|| Error::invalid(format!("tools[{i}].record"), "is required"))?;
+            Ok(IndexedTool {
+                record: record.try_into()?,
+                vector: t.vector,
+            })
+        })
+        .collect()
 }
 
 impl From<ShardUpsertRequest> for pb::UpsertToolsRequest {
     fn from(r: ShardUpsertRequest) -> Self {
         Self {
             project_id: r.project_id,
-            tools: r
-                .tools
-                .into_iter()
-                .map(|t| pb::IndexedTool {
-                    record: Some(t.record.into()),
-                    vector: t.vector,
-                })
-                .collect(),
+            tools: indexed_tools(r.tools),
         }
     }
 }
@@ -276,23 +338,9 @@ impl TryFrom<pb::UpsertToolsRequest> for ShardUpsertRequest {
     type Error = Error;
 
     fn try_from(r: pb::UpsertToolsRequest) -> Result<Self, Error> {
-        let tools = r
-            .tools
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let record = t
-                    .record
-                    .ok_or_else(|| Error::invalid(format!("tools[{i}].record"), "is required"))?;
-                Ok(IndexedTool {
-                    record: record.try_into()?,
-                    vector: t.vector,
-                })
-            })
-            .collect::<Result<_, Error>>()?;
         Ok(Self {
             project_id: r.project_id,
-            tools,
+            tools: indexed_tools_from(r.tools)?,
         })
     }
 }
@@ -314,6 +362,50 @@ impl From<pb::DeleteToolsRequest> for ShardDeleteRequest {
             integration: r.integration,
             names: r.names,
         }
+    }
+}
+
+impl From<GetToolsRequest> for pb::GetToolsRequest {
+    fn from(r: GetToolsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+            names: r.names,
+        }
+    }
+}
+
+impl From<pb::GetToolsRequest> for GetToolsRequest {
+    fn from(r: pb::GetToolsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+            names: r.names,
+        }
+    }
+}
+
+impl From<GetToolsResponse> for pb::GetToolsResponse {
+    fn from(r: GetToolsResponse) -> Self {
+        Self {
+            tools: r.tools.into_iter().map(Into::into).collect(),
+            generation: r.generation,
+        }
+    }
+}
+
+impl TryFrom<pb::GetToolsResponse> for GetToolsResponse {
+    type Error = Error;
+
+    fn try_from(r: pb::GetToolsResponse) -> Result<Self, Error> {
+        Ok(Self {
+            tools: r
+                .tools
+                .into_iter()
+                .map(ToolRecord::try_from)
+                .collect::<Result<_, _>>()?,
+            generation: r.generation,
+        })
     }
 }
 
@@ -358,6 +450,82 @@ mod tests {
         };
         let wire: pb::SearchToolsRequest = request.clone().into();
         assert_eq!(ShardSearchRequest::try_from(wire).unwrap(), request);
+    }
+
+    #[test]
+    fn inline_request_round_trips() {
+        let mut stats = TermStats {
+            total_docs: 7,
+            ..Default::default()
+        };
+        stats
+            .doc_freqs
+            .insert(("description".into(), "ticket".into()), 3);
+        let request = InlineSearchRequest {
+            project_id: "p".into(),
+            tools: vec![IndexedTool {
+                record: ToolRecord {
+                    name: "MY_CREATE_TICKET".into(),
+                    integration: "inline".into(),
+                    category: "support".into(),
+                    side_effect: SideEffect::Write,
+                    description: "Create a ticket.".into(),
+                    parameters: r#"{"type":"object"}"#.into(),
+                    tokens: 12,
+                },
+                vector: vec![0.6, 0.8],
+            }],
+            query: "open a ticket".into(),
+            vector: Some(vec![1.0, 0.0]),
+            categories: vec!["support".into()],
+            max_side_effect: Some(SideEffect::Send),
+            limit: 20,
+            lexical: true,
+            stats: Some(stats),
+        };
+        let wire: pb::SearchInlineRequest = request.clone().into();
+        assert_eq!(InlineSearchRequest::try_from(wire).unwrap(), request);
+
+        let bare = InlineSearchRequest {
+            limit: 5,
+            ..Default::default()
+        };
+        let wire: pb::SearchInlineRequest = bare.clone().into();
+        assert_eq!(InlineSearchRequest::try_from(wire).unwrap(), bare);
+    }
+
+    #[test]
+    fn inline_tool_without_record_names_the_field() {
+        let wire = pb::SearchInlineRequest {
+            tools: vec![pb::IndexedTool {
+                record: None,
+                vector: vec![1.0],
+            }],
+            ..Default::default()
+        };
+        let err = InlineSearchRequest::try_from(wire).unwrap_err();
+        let Error::InvalidArgument { violations, .. } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(violations[0].field, "tools[0].record");
+    }
+
+    #[test]
+    fn search_response_round_trips_with_generations() {
+        let response = ShardSearchResponse {
+            lexical: vec![Hit {
+                name: "SLACK_POST_MESSAGE".into(),
+                integration: "slack".into(),
+                score: 2.5,
+            }],
+            generations: [("slack".to_string(), 7u64), ("github".to_string(), 0)]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        let wire: pb::SearchToolsResponse = response.clone().into();
+        assert_eq!(wire.generations.get("slack"), Some(&7));
+        assert_eq!(ShardSearchResponse::try_from(wire).unwrap(), response);
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct ToolSearchRequest {
     pub integrations: Vec<String>,
     pub categories: Vec<String>,
     pub max_side_effect: Option<SideEffect>,
+    /// Only integrations the caller has an active connection for.
+    pub connected_only: bool,
     pub rerank: bool,
     pub diagnostics: bool,
     pub mode: RetrievalMode,
@@ -96,12 +98,6 @@ impl RawSearch {
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
-        if self.connected_only == Some(true) {
-            return Err(Error::NotSupported {
-                message: "connectedOnly is not supported yet: connections are not recorded by this version".into(),
-                field: Some("connectedOnly".into()),
-            });
-        }
         Ok(ToolSearchRequest {
             project_id,
             query,
@@ -110,6 +106,7 @@ impl RawSearch {
             integrations,
             categories,
             max_side_effect,
+            connected_only: self.connected_only.unwrap_or(false),
             rerank: self.rerank.unwrap_or(true),
             diagnostics: self.diagnostics,
             mode,
@@ -136,7 +133,7 @@ pub(crate) fn retrieval_mode(v: &mut Vec<FieldViolation>, mode: Option<&str>) ->
     }
 }
 
-fn range(
+pub(crate) fn range(
     v: &mut Vec<FieldViolation>,
     field: &str,
     value: Option<i64>,
@@ -155,7 +152,11 @@ fn range(
     }
 }
 
-fn slugs(v: &mut Vec<FieldViolation>, field: &str, values: Option<Vec<String>>) -> Vec<String> {
+pub(crate) fn slugs(
+    v: &mut Vec<FieldViolation>,
+    field: &str,
+    values: Option<Vec<String>>,
+) -> Vec<String> {
     let Some(values) = values else {
         return Vec::new();
     };
@@ -203,6 +204,8 @@ pub struct ToolSearchResponse {
     pub usage: Usage,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
+    /// The caller's connection status for the integration of every returned tool.
+    pub toolkit_connection_statuses: Vec<ToolkitConnectionStatus>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -213,10 +216,14 @@ pub struct ToolResult {
     pub category: String,
     pub side_effect: SideEffect,
     pub approval_required: bool,
+    /// `static`, or `hydrated` when the schema was hydrated for the caller.
     pub schema_source: &'static str,
     pub relevancy: f64,
     pub tool: ModelTool,
+    /// Tokens of `tool` as returned (hydrated schemas are counted as hydrated).
     pub tokens: u32,
+    /// The generation of the integration's index the tool was ranked from (0 for inline tools).
+    pub catalog_version: u64,
     /// Where each retriever ranked the tool; only with diagnostics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
@@ -271,6 +278,66 @@ pub struct Usage {
     pub hydrated_integrations: Vec<String>,
     pub degraded: Option<&'static str>,
     pub visibility: Visibility,
+    /// Candidates removed because the caller has no active connection to their integration.
+    pub omitted_not_connected: u32,
+    /// Up to [`MAX_NEAR_MISSES`] tools that ranked inside the result window but were removed by
+    /// the side-effect ceiling, `connectedOnly` or the budget, best first.
+    pub near_misses: Vec<NearMiss>,
+    /// Some integrations in scope could not be searched: their tools are missing.
+    pub partial: bool,
+    pub failed_integrations: Vec<String>,
+    /// Every degradation that applied, `degraded` first.
+    pub degradations: Vec<&'static str>,
+}
+
+pub const MAX_NEAR_MISSES: usize = 5;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NearMiss {
+    pub intent_name: String,
+    pub integration: String,
+    /// `side_effect`, `not_connected` or `budget`.
+    pub reason: &'static str,
+    /// 1-based position in the ranking before the rule that removed it.
+    pub rank: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u32>,
+}
+
+/// One integration's connection status for the caller (field names of the tool-router seed).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolkitConnectionStatus {
+    pub toolkit: String,
+    pub description: String,
+    pub has_active_connection: bool,
+    pub accounts: Vec<ConnectedAccount>,
+    /// `required` when the caller has more than one active account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_selection: Option<&'static str>,
+    pub status_message: String,
+    /// Of the default account, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_type: Option<String>,
+    /// The default account's `userInfo`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_user_info: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectedAccount {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_info: Option<serde_json::Value>,
+    pub status: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub is_default: bool,
+    pub account_type: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -349,16 +416,13 @@ mod tests {
     }
 
     #[test]
-    fn connected_only_is_rejected_clearly() {
+    fn connected_only_is_carried() {
         let raw = RawSearch {
             query: Some("x".into()),
             connected_only: Some(true),
             ..Default::default()
         };
-        assert!(matches!(
-            raw.validate("p".into()),
-            Err(Error::NotSupported { .. })
-        ));
+        assert!(raw.validate("p".into()).unwrap().connected_only);
     }
 
     #[test]

@@ -96,6 +96,33 @@ pub struct IdentityEntry {
     pub source: Option<String>,
 }
 
+/// Binds a search or read to the caller's token: a user token (`sub`) searches as that user. With
+/// no `identity` the user's `sub` is the identity; an `identity` naming anyone else (compared
+/// case-insensitively) is refused. Service and anonymous callers may pass any identity.
+pub fn bind_identity(identity: &mut Vec<IdentityEntry>, user: Option<&str>) -> Result<(), Error> {
+    let Some(user) = user else {
+        return Ok(());
+    };
+    if identity.is_empty() {
+        identity.push(IdentityEntry {
+            principal: user.to_string(),
+            source: None,
+        });
+        return Ok(());
+    }
+    if identity
+        .iter()
+        .any(|e| !e.principal.eq_ignore_ascii_case(user))
+    {
+        return Err(Error::PermissionDenied(
+            "identity: a user token may only search as its own user (`sub`); omit identity or \
+             use a service token"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Validates `identity` (or the deprecated `email`); no identity is an empty list.
 fn identities(
     v: &mut Vec<FieldViolation>,

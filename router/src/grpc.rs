@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use agentsearch_common::ids::parse_project_id;
 use agentsearch_common::tool::ToolDefinition;
@@ -17,29 +18,100 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::Router;
-use crate::api::{RawSearch, ToolSearchResponse};
+use crate::api::{
+    ConnectedAccount, NearMiss, RawSearch, ToolResult, ToolSearchResponse, ToolkitConnectionStatus,
+    Usage,
+};
 use crate::auth::Auth;
+use crate::batch::{RawBatch, RawBatchQuery, RawCustomTool, RawCustomToolkit};
 use crate::catalog::PreparedBatch;
+use crate::connections::{RawConnection, validate_connections};
+use crate::search::RequestContext;
+use agentsearch_proto::v1::connections_server::Connections;
 
 #[derive(Clone)]
 pub struct PublicGrpc {
     router: Arc<Router>,
-    auth: Auth,
+    auth: Arc<Auth>,
 }
 
 impl PublicGrpc {
     pub fn new(router: Arc<Router>, auth: Auth) -> Self {
-        Self { router, auth }
+        Self {
+            router,
+            auth: Arc::new(auth),
+        }
     }
 
     pub(crate) fn router(&self) -> &Arc<Router> {
         &self.router
     }
 
-    /// Request id (the caller's `x-request-id` or a new one), after authentication.
+    /// The request id (the caller's `x-request-id` or a new one) and the credentials; every method
+    /// then authenticates them for the project it names with [`Begun::authorize`].
+    pub(crate) fn begin<T>(&self, request: &Request<T>) -> Begun {
+        let metadata = request.metadata();
+        Begun {
+            started: Instant::now(),
+            request_id: agentsearch_proto::context::request_id(metadata),
+            authorization: metadata
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            auth: self.auth.clone(),
+        }
+    }
+}
+
+/// A call whose caller is not yet authenticated for a project.
+#[derive(Clone)]
+pub(crate) struct Begun {
+    pub(crate) request_id: String,
+    started: Instant,
+    authorization: Option<String>,
+    auth: Arc<Auth>,
+}
+
+impl Begun {
+    /// Validates `projectId` and authenticates the caller for it.
+    pub(crate) fn authenticate(&self, project_id: &str) -> Result<(String, RequestContext), Error> {
+        let project_id = match parse_project_id("projectId", project_id) {
+            Ok(id) => id,
+            Err(invalid) => {
+                if self.authorization.is_none() && self.auth.enabled() {
+                    return Err(Error::Unauthenticated("missing bearer token".into()));
+                }
+                return Err(invalid);
+            }
+        };
+        let caller = self
+            .auth
+            .authenticate(self.authorization.as_deref(), &project_id)?;
+        Ok((
+            project_id,
+            RequestContext {
+                request_id: self.request_id.clone(),
+                user: caller.user,
+                auth: self.started.elapsed(),
+            },
+        ))
+    }
+
+    /// [`Begun::authenticate`] with the failure as a status.
     #[allow(clippy::result_large_err)]
-    pub(crate) fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        agentsearch_proto::context::begin(request.metadata(), &self.auth)
+    pub(crate) fn authorize(&self, project_id: &str) -> Result<(String, RequestContext), Status> {
+        self.authenticate(project_id)
+            .map_err(|e| status_from_error(&e, &self.request_id))
+    }
+
+    /// Authenticates the caller for a call on `user_id`'s data: `userId` must be valid, and a user
+    /// token may only act on its own user (service and anonymous callers on any).
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn authorize_user(&self, project_id: &str, user_id: &str) -> Result<String, Status> {
+        let (project_id, ctx) = self.authorize(project_id)?;
+        crate::connections::check_user(ctx.user.as_deref(), user_id)
+            .map_err(|e| status_from_error(&e, &self.request_id))?;
+        Ok(project_id)
     }
 }
 
@@ -49,10 +121,11 @@ impl ToolSearch for PublicGrpc {
         &self,
         request: Request<pb::SearchToolsRequest>,
     ) -> Result<Response<pb::SearchToolsResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let raw = RawSearch {
             query: Some(r.query),
             top_k: r.top_k.map(i64::from),
@@ -68,7 +141,7 @@ impl ToolSearch for PublicGrpc {
         let validated = raw.validate(project_id).map_err(fail)?;
         let response = self
             .router
-            .search_tools(validated, &request_id)
+            .search_tools(validated, &ctx)
             .await
             .map_err(fail)?;
         let mut reply = Response::new(to_proto(response));
@@ -77,42 +150,374 @@ impl ToolSearch for PublicGrpc {
         }
         Ok(reply)
     }
+
+    async fn search_tools_batch(
+        &self,
+        request: Request<pb::SearchToolsBatchRequest>,
+    ) -> Result<Response<pb::SearchToolsBatchResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let fail = |e: Error| status_from_error(&e, &request_id);
+        let r = request.into_inner();
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        let mut violations = Vec::new();
+        let custom_tools = r
+            .custom_tools
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| custom_from_proto(&format!("customTools[{i}]"), t, &mut violations))
+            .collect();
+        let custom_toolkits = r
+            .custom_toolkits
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| RawCustomToolkit {
+                slug: Some(k.slug),
+                name: Some(k.name),
+                description: Some(k.description),
+                preload: k.preload,
+                tools: k
+                    .tools
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, t)| {
+                        custom_from_proto(
+                            &format!("customToolkits[{i}].tools[{j}]"),
+                            t,
+                            &mut violations,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        if !violations.is_empty() {
+            return Err(fail(Error::invalid_many(violations)));
+        }
+        let raw = RawBatch {
+            queries: Some(
+                r.queries
+                    .into_iter()
+                    .map(|q| RawBatchQuery {
+                        use_case: Some(q.use_case),
+                        known_fields: q.known_fields,
+                    })
+                    .collect(),
+            ),
+            top_k: r.top_k.map(i64::from),
+            max_tool_tokens: r.max_tool_tokens.map(i64::from),
+            budget_scope: r.budget_scope,
+            integrations: (!r.integrations.is_empty()).then_some(r.integrations),
+            categories: (!r.categories.is_empty()).then_some(r.categories),
+            max_side_effect: r.max_side_effect,
+            connected_only: Some(r.connected_only),
+            rerank: r.rerank,
+            related_k: r.related_k.map(i64::from),
+            model: r.model,
+            mode: None,
+            custom_tools,
+            custom_toolkits,
+            experimental: None,
+            diagnostics: r.diagnostics,
+        };
+        let validated = raw.validate(project_id).map_err(fail)?;
+        let response = self
+            .router
+            .search_batch(validated, &ctx)
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(pb::SearchToolsBatchResponse {
+            success: response.success,
+            error: response.error,
+            results: response
+                .results
+                .into_iter()
+                .map(|b| pb::BatchResult {
+                    index: b.index,
+                    use_case: b.use_case,
+                    primary_tool_slugs: b.primary_tool_slugs,
+                    related_tool_slugs: b.related_tool_slugs,
+                    toolkits: b.toolkits,
+                    error: b.error,
+                    usage: b.usage.map(usage_to_proto),
+                })
+                .collect(),
+            toolkit_connection_statuses: response
+                .toolkit_connection_statuses
+                .into_iter()
+                .map(status_to_proto)
+                .collect(),
+            tool_schemas: response
+                .tool_schemas
+                .into_iter()
+                .map(|(name, t)| (name, tool_to_proto(t)))
+                .collect(),
+            usage: Some(pb::BatchUsage {
+                budget_scope: response.usage.budget_scope.to_string(),
+                tools: response.usage.tools,
+                tool_tokens: response.usage.tool_tokens,
+                custom_tools: response.usage.custom_tools,
+            }),
+            time_info: Some(pb::TimeInfo {
+                current_time_utc: response.time_info.current_time_utc,
+                current_time_utc_epoch_seconds: response.time_info.current_time_utc_epoch_seconds,
+                message: response.time_info.message,
+            }),
+            trace: response.trace.map(trace_to_proto),
+            next_steps_guidance: response.next_steps_guidance,
+        }))
+    }
+
+    async fn get_tool(
+        &self,
+        request: Request<pb::GetToolRequest>,
+    ) -> Result<Response<pb::GetToolResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let r = request.into_inner();
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        let response = self
+            .router
+            .get_tool(&project_id, &r.name, &ctx)
+            .await
+            .map_err(|e| status_from_error(&e, &request_id))?;
+        Ok(Response::new(pb::GetToolResponse {
+            tool: Some(tool_to_proto(response.tool)),
+            degraded: response.degraded.map(str::to_string),
+            connection: Some(status_to_proto(response.connection)),
+        }))
+    }
+}
+
+/// A custom tool from the wire; its JSON texts are parsed here, errors named by `path`.
+fn custom_from_proto(
+    path: &str,
+    t: pb::CustomTool,
+    violations: &mut Vec<FieldViolation>,
+) -> RawCustomTool {
+    let mut json = |field: &str, text: Option<String>| {
+        let text = text.filter(|t| !t.trim().is_empty())?;
+        match serde_json::from_str(&text) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                violations.push(FieldViolation::new(
+                    format!("{path}.{field}"),
+                    format!("is not valid JSON: {e}"),
+                ));
+                None
+            }
+        }
+    };
+    RawCustomTool {
+        input_schema: json("inputSchema", Some(t.input_schema_json)),
+        output_schema: json("outputSchema", t.output_schema_json),
+        slug: Some(t.slug),
+        name: Some(t.name),
+        description: Some(t.description),
+        extends_toolkit: t.extends_toolkit,
+        preload: t.preload,
+        side_effect: t.side_effect,
+    }
+}
+
+#[tonic::async_trait]
+impl Connections for PublicGrpc {
+    async fn upsert_connections(
+        &self,
+        request: Request<pb::UpsertConnectionsRequest>,
+    ) -> Result<Response<pb::ConnectionsResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let fail = |e: Error| status_from_error(&e, &request_id);
+        let r = request.into_inner();
+        let project_id = begun.authorize_user(&r.project_id, &r.user_id)?;
+        let mut violations = Vec::new();
+        let raw: Vec<RawConnection> = r
+            .connections
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| RawConnection {
+                user_info: c
+                    .user_info_json
+                    .filter(|t| !t.trim().is_empty())
+                    .and_then(|t| {
+                        serde_json::from_str(&t)
+                            .map_err(|e| {
+                                violations.push(FieldViolation::new(
+                                    format!("connections[{i}].userInfo"),
+                                    format!("is not valid JSON: {e}"),
+                                ))
+                            })
+                            .ok()
+                    }),
+                integration: Some(c.integration),
+                account_id: Some(c.account_id),
+                alias: c.alias,
+                status: c.status,
+                account_type: c.account_type,
+                is_default: Some(c.is_default),
+            })
+            .collect();
+        if !violations.is_empty() {
+            return Err(fail(Error::invalid_many(violations)));
+        }
+        let inputs = validate_connections(raw).map_err(fail)?;
+        let toolkits = self
+            .router
+            .upsert_connections(&project_id, &r.user_id, inputs)
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(pb::ConnectionsResponse {
+            toolkits: toolkits.into_iter().map(status_to_proto).collect(),
+        }))
+    }
+
+    async fn list_connections(
+        &self,
+        request: Request<pb::ListConnectionsRequest>,
+    ) -> Result<Response<pb::ConnectionsResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let fail = |e: Error| status_from_error(&e, &request_id);
+        let r = request.into_inner();
+        let project_id = begun.authorize_user(&r.project_id, &r.user_id)?;
+        let toolkits = self
+            .router
+            .list_connections(&project_id, &r.user_id, &r.integrations)
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(pb::ConnectionsResponse {
+            toolkits: toolkits.into_iter().map(status_to_proto).collect(),
+        }))
+    }
+
+    async fn delete_connection(
+        &self,
+        request: Request<pb::DeleteConnectionRequest>,
+    ) -> Result<Response<pb::DeleteConnectionResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let fail = |e: Error| status_from_error(&e, &request_id);
+        let r = request.into_inner();
+        let project_id = begun.authorize_user(&r.project_id, &r.user_id)?;
+        let deleted = self
+            .router
+            .delete_connection(&project_id, &r.user_id, &r.integration, &r.account_id)
+            .await
+            .map_err(fail)?;
+        Ok(Response::new(pb::DeleteConnectionResponse { deleted }))
+    }
+}
+
+fn status_to_proto(s: ToolkitConnectionStatus) -> pb::ToolkitConnectionStatus {
+    pb::ToolkitConnectionStatus {
+        toolkit: s.toolkit,
+        description: s.description,
+        has_active_connection: s.has_active_connection,
+        accounts: s.accounts.into_iter().map(account_to_proto).collect(),
+        account_selection: s.account_selection.map(str::to_string),
+        status_message: s.status_message,
+        account_type: s.account_type,
+        current_user_info_json: s.current_user_info.map(|v| v.to_string()),
+    }
+}
+
+fn account_to_proto(a: ConnectedAccount) -> pb::ConnectedAccount {
+    pb::ConnectedAccount {
+        id: a.id,
+        alias: a.alias,
+        user_info_json: a.user_info.map(|v| v.to_string()),
+        status: a.status,
+        created_at: a.created_at,
+        is_default: a.is_default,
+        account_type: a.account_type,
+    }
+}
+
+fn near_miss_to_proto(m: NearMiss) -> pb::NearMiss {
+    pb::NearMiss {
+        intent_name: m.intent_name,
+        integration: m.integration,
+        reason: m.reason.to_string(),
+        rank: m.rank,
+        tokens: m.tokens,
+    }
+}
+
+fn trace_to_proto(t: crate::api::Trace) -> pb::Trace {
+    pb::Trace {
+        total_ms: t.total_ms,
+        steps: t
+            .steps
+            .into_iter()
+            .map(|s| pb::TraceStep {
+                label: s.label,
+                duration_ms: s.duration_ms,
+            })
+            .collect(),
+    }
+}
+
+fn tool_to_proto(t: ToolResult) -> pb::ToolResult {
+    pb::ToolResult {
+        intent_name: t.intent_name,
+        integration: t.integration,
+        category: t.category,
+        side_effect: t.side_effect.as_str().to_string(),
+        approval_required: t.approval_required,
+        schema_source: t.schema_source.to_string(),
+        relevancy: t.relevancy,
+        tool: Some(pb::ModelTool {
+            r#type: t.tool.kind.to_string(),
+            function: Some(pb::FunctionDefinition {
+                name: t.tool.function.name,
+                description: t.tool.function.description,
+                parameters_json: t.tool.function.parameters.get().to_string(),
+            }),
+        }),
+        tokens: t.tokens,
+        explain: t.explain.map(|e| {
+            let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
+                rank: h.rank,
+                score: h.score,
+            };
+            pb::Explain {
+                lexical: e.lexical.map(hit),
+                dense: e.dense.map(hit),
+            }
+        }),
+        catalog_version: t.catalog_version,
+    }
+}
+
+fn usage_to_proto(u: Usage) -> pb::Usage {
+    pb::Usage {
+        strategy: u.strategy.to_string(),
+        candidates: u.candidates,
+        returned: u.returned,
+        tool_tokens: u.tool_tokens,
+        omitted_for_budget: u.omitted_for_budget,
+        omitted_for_side_effect: u.omitted_for_side_effect,
+        omitted_for_top_k: u.omitted_for_top_k,
+        hydrated_integrations: u.hydrated_integrations,
+        degraded: u.degraded.map(str::to_string),
+        visibility: Some(pb::Visibility {
+            mode: u.visibility.mode.to_string(),
+            entitled_integrations: u.visibility.entitled_integrations,
+            candidates_before_filter: u.visibility.candidates_before_filter,
+            candidates_after_filter: u.visibility.candidates_after_filter,
+        }),
+        mode: u.mode.to_string(),
+        omitted_not_connected: u.omitted_not_connected,
+        near_misses: u.near_misses.into_iter().map(near_miss_to_proto).collect(),
+        partial: u.partial,
+        failed_integrations: u.failed_integrations,
+        degradations: u.degradations.into_iter().map(str::to_string).collect(),
+    }
 }
 
 fn to_proto(r: ToolSearchResponse) -> pb::SearchToolsResponse {
     pb::SearchToolsResponse {
-        tools: r
-            .tools
-            .into_iter()
-            .map(|t| pb::ToolResult {
-                intent_name: t.intent_name,
-                integration: t.integration,
-                category: t.category,
-                side_effect: t.side_effect.as_str().to_string(),
-                approval_required: t.approval_required,
-                schema_source: t.schema_source.to_string(),
-                relevancy: t.relevancy,
-                tool: Some(pb::ModelTool {
-                    r#type: t.tool.kind.to_string(),
-                    function: Some(pb::FunctionDefinition {
-                        name: t.tool.function.name,
-                        description: t.tool.function.description,
-                        parameters_json: t.tool.function.parameters.get().to_string(),
-                    }),
-                }),
-                tokens: t.tokens,
-                explain: t.explain.map(|e| {
-                    let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
-                        rank: h.rank,
-                        score: h.score,
-                    };
-                    pb::Explain {
-                        lexical: e.lexical.map(hit),
-                        dense: e.dense.map(hit),
-                    }
-                }),
-            })
-            .collect(),
+        tools: r.tools.into_iter().map(tool_to_proto).collect(),
         search_query: r.search_query,
         errors: r
             .errors
@@ -123,34 +528,13 @@ fn to_proto(r: ToolSearchResponse) -> pb::SearchToolsResponse {
                 message: e.message,
             })
             .collect(),
-        usage: Some(pb::Usage {
-            strategy: r.usage.strategy.to_string(),
-            candidates: r.usage.candidates,
-            returned: r.usage.returned,
-            tool_tokens: r.usage.tool_tokens,
-            omitted_for_budget: r.usage.omitted_for_budget,
-            omitted_for_side_effect: r.usage.omitted_for_side_effect,
-            omitted_for_top_k: r.usage.omitted_for_top_k,
-            hydrated_integrations: r.usage.hydrated_integrations,
-            degraded: r.usage.degraded.map(str::to_string),
-            visibility: Some(pb::Visibility {
-                mode: r.usage.visibility.mode.to_string(),
-                entitled_integrations: r.usage.visibility.entitled_integrations,
-                candidates_before_filter: r.usage.visibility.candidates_before_filter,
-                candidates_after_filter: r.usage.visibility.candidates_after_filter,
-            }),
-        }),
-        trace: r.trace.map(|t| pb::Trace {
-            total_ms: t.total_ms,
-            steps: t
-                .steps
-                .into_iter()
-                .map(|s| pb::TraceStep {
-                    label: s.label,
-                    duration_ms: s.duration_ms,
-                })
-                .collect(),
-        }),
+        usage: Some(usage_to_proto(r.usage)),
+        trace: r.trace.map(trace_to_proto),
+        toolkit_connection_statuses: r
+            .toolkit_connection_statuses
+            .into_iter()
+            .map(status_to_proto)
+            .collect(),
     }
 }
 
@@ -188,10 +572,11 @@ pub fn definition_from_proto(
 /// Converts and validates one streamed batch, then prepares it (embedding included).
 async fn prepare(
     router: &Router,
+    begun: &Begun,
     message: pb::UpsertToolsRequest,
     in_flight: &HashSet<String>,
 ) -> Result<PreparedBatch, Error> {
-    let project_id = parse_project_id("projectId", &message.project_id)?;
+    let (project_id, _) = begun.authenticate(&message.project_id)?;
     let mut defs = Vec::with_capacity(message.tools.len());
     let mut violations = Vec::new();
     for (i, t) in message.tools.into_iter().enumerate() {
@@ -216,7 +601,8 @@ impl ToolCatalog for PublicGrpc {
         &self,
         request: Request<Streaming<pb::UpsertToolsRequest>>,
     ) -> Result<Response<AckStream>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let mut incoming = request.into_inner();
         let router = self.router.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -228,15 +614,19 @@ impl ToolCatalog for PublicGrpc {
             tokio::sync::mpsc::channel::<Result<PreparedBatch, Status>>(1);
         let in_flight: Arc<parking_lot::Mutex<HashMap<String, usize>>> = Arc::default();
         let reader = {
-            let (router, request_id, in_flight) =
-                (router.clone(), request_id.clone(), in_flight.clone());
+            let (router, request_id, in_flight, begun) = (
+                router.clone(),
+                request_id.clone(),
+                in_flight.clone(),
+                begun.clone(),
+            );
             async move {
                 while let Some(message) = incoming.next().await {
                     let prepared = match message {
                         Err(status) => Err(status),
                         Ok(message) => {
                             let busy: HashSet<String> = in_flight.lock().keys().cloned().collect();
-                            prepare(&router, message, &busy)
+                            prepare(&router, &begun, message, &busy)
                                 .await
                                 .map_err(|e| status_from_error(&e, &request_id))
                         }
@@ -302,10 +692,11 @@ impl ToolCatalog for PublicGrpc {
         &self,
         request: Request<pb::DeleteToolsRequest>,
     ) -> Result<Response<pb::DeleteToolsResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, _) = begun.authorize(&r.project_id)?;
         let outcome = self
             .router
             .delete_tools(&project_id, r.names, &request_id)

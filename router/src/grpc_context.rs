@@ -5,7 +5,6 @@
 use std::pin::Pin;
 
 use agentsearch_common::context::Acl;
-use agentsearch_common::ids::parse_project_id;
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::status_from_error;
 use agentsearch_proto::v1 as pb;
@@ -18,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::context_api::{
     ContextSearchResponse, EmbeddingSpec, RawContextSearch, RawCreateSync, RawGroup, RawIdentity,
     RawIdentityEntry, RawPutGroups, RawReadContext, RawRecord, RawUpsertRecords, SegmentInput,
-    SyncStatus, parse_sync_id,
+    SyncStatus, bind_identity, parse_sync_id,
 };
 use crate::grpc::PublicGrpc;
 
@@ -164,10 +163,11 @@ impl ContextSearch for PublicGrpc {
         &self,
         request: Request<pb::ContextSearchRequest>,
     ) -> Result<Response<pb::ContextSearchResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let raw = RawContextSearch {
             query: Some(r.query),
             sources: (!r.sources.is_empty()).then_some(r.sources),
@@ -180,7 +180,8 @@ impl ContextSearch for PublicGrpc {
             mode: r.mode,
             diagnostics: r.diagnostics,
         };
-        let validated = raw.validate(project_id).map_err(fail)?;
+        let mut validated = raw.validate(project_id).map_err(fail)?;
+        bind_identity(&mut validated.identity, ctx.user.as_deref()).map_err(fail)?;
         let response = self
             .router()
             .search_context(validated, &request_id)
@@ -193,10 +194,11 @@ impl ContextSearch for PublicGrpc {
         &self,
         request: Request<pb::ReadSegmentContextRequest>,
     ) -> Result<Response<pb::ReadSegmentContextResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let raw = RawReadContext {
             pointer: Some(r.pointer),
             before: r.before.map(i64::from),
@@ -204,7 +206,8 @@ impl ContextSearch for PublicGrpc {
             identity: identity(r.identity, r.identities).map_err(fail)?,
             email: None,
         };
-        let validated = raw.validate(project_id).map_err(fail)?;
+        let mut validated = raw.validate(project_id).map_err(fail)?;
+        bind_identity(&mut validated.identity, ctx.user.as_deref()).map_err(fail)?;
         let read = self
             .router()
             .read_segment_context(validated, &request_id)
@@ -239,10 +242,11 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<pb::CreateSyncRequest>,
     ) -> Result<Response<pb::Sync>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, _) = begun.authorize(&r.project_id)?;
         let raw = RawCreateSync {
             id: r.sync_id,
             source: Some(r.source),
@@ -260,10 +264,11 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<pb::GetSyncRequest>,
     ) -> Result<Response<pb::Sync>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, _) = begun.authorize(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let sync = self
             .router()
@@ -277,10 +282,10 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<pb::ListSyncsRequest>,
     ) -> Result<Response<pb::ListSyncsResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
-        let project_id =
-            parse_project_id("projectId", &request.into_inner().project_id).map_err(fail)?;
+        let project_id = begun.authorize(&request.into_inner().project_id)?.0;
         let syncs = self.router().list_syncs(&project_id).await.map_err(fail)?;
         Ok(Response::new(pb::ListSyncsResponse {
             syncs: syncs.into_iter().map(sync_to_proto).collect(),
@@ -291,7 +296,8 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<Streaming<pb::UpsertRecordsRequest>>,
     ) -> Result<Response<RecordAcks>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let mut incoming = request.into_inner();
         let router = self.router().clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -302,7 +308,7 @@ impl ContextSync for PublicGrpc {
                     Err(status) => Err(status),
                     Ok(m) => {
                         let outcome = async {
-                            let project_id = parse_project_id("projectId", &m.project_id)?;
+                            let (project_id, _) = begun.authenticate(&m.project_id)?;
                             let sync_id = sync_id(&m.sync_id)?;
                             let raw = RawUpsertRecords {
                                 records: m.records.into_iter().map(record_from_proto).collect(),
@@ -341,10 +347,11 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<pb::DeleteRecordsRequest>,
     ) -> Result<Response<pb::DeleteRecordsResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, _) = begun.authorize(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let outcome = self
             .router()
@@ -362,10 +369,11 @@ impl ContextSync for PublicGrpc {
         &self,
         request: Request<pb::PutGroupsRequest>,
     ) -> Result<Response<pb::PutGroupsResponse>, Status> {
-        let request_id = self.begin(&request)?;
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let project_id = parse_project_id("projectId", &r.project_id).map_err(fail)?;
+        let (project_id, _) = begun.authorize(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let raw = RawPutGroups {
             groups: r

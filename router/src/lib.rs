@@ -6,11 +6,14 @@
 
 pub mod api;
 pub mod auth;
+pub mod batch;
 pub mod catalog;
+pub mod connections;
 pub mod context;
 pub mod context_api;
 pub mod grpc;
 pub mod grpc_context;
+pub mod lookup;
 pub mod placement;
 pub mod rest;
 pub mod rest_context;
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 use agentsearch_common::Result;
 use agentsearch_common::config::{ContextConfig, SearchConfig};
 use agentsearch_embed::CachedEmbedder;
+use agentsearch_hydrate::HydrationService;
 use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
 
@@ -50,6 +54,8 @@ pub struct Router {
     shards: ShardSet,
     embedder: Arc<CachedEmbedder>,
     settings: RouterSettings,
+    /// Per-user schemas of the integrations that hydrate them; `None`: every schema is static.
+    hydration: Option<Arc<HydrationService>>,
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
     /// Catalog writes to one project run one at a time (see `catalog`).
     write_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -67,9 +73,20 @@ impl Router {
             shards,
             embedder,
             settings,
+            hydration: None,
             placement_cache: Mutex::new(HashMap::new()),
             write_locks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Hydrates the schemas of the integrations `service` knows, per user.
+    pub fn with_hydration(mut self, service: Arc<HydrationService>) -> Self {
+        self.hydration = Some(service);
+        self
+    }
+
+    pub fn hydration(&self) -> Option<&Arc<HydrationService>> {
+        self.hydration.as_ref()
     }
 
     pub fn store(&self) -> &Arc<dyn MetadataStore> {

@@ -19,6 +19,10 @@ use serde_json::{Map, Value};
 use crate::Router;
 use crate::api::RawSearch;
 use crate::auth::Auth;
+use crate::batch::RawBatch;
+use crate::connections::{RawConnection, check_user, validate_connections};
+use crate::context_api::from_json;
+use crate::search::RequestContext;
 
 /// Largest accepted body (a catalog batch of 1000 tools with large schemas fits).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -35,6 +39,22 @@ pub fn app(state: RestState) -> AxumRouter {
         .route(
             "/api/tools/projects/{project_id}/tools/search",
             post(search_tools),
+        )
+        .route(
+            "/api/tools/projects/{project_id}/tools/search:batch",
+            post(search_batch),
+        )
+        .route(
+            "/api/tools/projects/{project_id}/tools/{name}",
+            get(get_tool),
+        )
+        .route(
+            "/api/tools/projects/{project_id}/users/{user_id}/connections",
+            put(upsert_connections).get(list_connections),
+        )
+        .route(
+            "/api/tools/projects/{project_id}/users/{user_id}/connections/{integration}/{account_id}",
+            axum::routing::delete(delete_connection),
         )
         .route("/api/tools/projects/{project_id}/tools", put(upsert_tools))
         .route(
@@ -80,17 +100,50 @@ fn request_id(headers: &HeaderMap) -> String {
 
 pub(crate) struct Call {
     pub(crate) request_id: String,
+    /// The authenticated caller of the project in the path.
+    pub(crate) ctx: RequestContext,
 }
 
 impl Call {
-    pub(crate) fn begin(state: &RestState, headers: &HeaderMap) -> Result<Self, ApiError> {
+    /// Authenticates the caller for the project in the path (`projectId`, validated here): every
+    /// route under a project starts with this. Returns the call and the canonical project id.
+    pub(crate) fn begin(
+        state: &RestState,
+        headers: &HeaderMap,
+        project_id: &str,
+    ) -> Result<(Self, String), ApiError> {
+        let started = std::time::Instant::now();
         let request_id = request_id(headers);
-        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
-        state.auth.check(authorization).map_err(|error| ApiError {
+        let fail = |error: Error| ApiError {
             error,
             request_id: request_id.clone(),
-        })?;
-        Ok(Self { request_id })
+        };
+        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
+        let project_id = match parse_project_id("projectId", project_id) {
+            Ok(id) => id,
+            Err(invalid) => {
+                // Say who is unauthenticated before saying the path is wrong.
+                if authorization.is_none() && state.auth.enabled() {
+                    return Err(fail(Error::Unauthenticated("missing bearer token".into())));
+                }
+                return Err(fail(invalid));
+            }
+        };
+        let caller = state
+            .auth
+            .authenticate(authorization, &project_id)
+            .map_err(fail)?;
+        let ctx = RequestContext {
+            request_id: request_id.clone(),
+            user: caller.user,
+            auth: started.elapsed(),
+        };
+        Ok((Self { request_id, ctx }, project_id))
+    }
+
+    /// Only the user itself (or a service or anonymous caller) may act on `user_id`'s data.
+    pub(crate) fn require_user(&self, user_id: &str) -> Result<(), ApiError> {
+        check_user(self.ctx.user.as_deref(), user_id).map_err(|e| self.fail(e))
     }
 
     pub(crate) fn fail(&self, error: Error) -> ApiError {
@@ -144,21 +197,165 @@ async fn search_tools(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let call = Call::begin(&state, &headers)?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let Query(params) =
         params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
-    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
     let mut raw = parse_search(&body).map_err(|e| call.fail(e))?;
     raw.diagnostics = diagnostics;
     let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
     let response = state
         .router
-        .search_tools(request, &call.request_id)
+        .search_tools(request, &call.ctx)
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(response))
+}
+
+async fn search_batch(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    params: Result<Query<SearchParams>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
+    let diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
+    let mut raw: RawBatch = from_json(&body).map_err(|e| call.fail(e))?;
+    raw.diagnostics = diagnostics;
+    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let response = state
+        .router
+        .search_batch(request, &call.ctx)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(response))
+}
+
+async fn get_tool(
+    State(state): State<RestState>,
+    Path((project_id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    let response = state
+        .router
+        .get_tool(&project_id, &name, &call.ctx)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(response))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawConnections {
+    connections: Option<Vec<RawConnectionJson>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawConnectionJson {
+    integration: Option<String>,
+    account_id: Option<String>,
+    alias: Option<String>,
+    status: Option<String>,
+    account_type: Option<String>,
+    is_default: Option<bool>,
+    user_info: Option<Value>,
+}
+
+async fn upsert_connections(
+    State(state): State<RestState>,
+    Path((project_id, user_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.require_user(&user_id)?;
+    let body = body_bytes(body).map_err(|e| call.fail(e))?;
+    let raw: RawConnections = from_json(&body).map_err(|e| call.fail(e))?;
+    let Some(items) = raw.connections else {
+        return Err(call.fail(Error::invalid("connections", "is required")));
+    };
+    let inputs = validate_connections(
+        items
+            .into_iter()
+            .map(|c| RawConnection {
+                integration: c.integration,
+                account_id: c.account_id,
+                alias: c.alias,
+                status: c.status,
+                account_type: c.account_type,
+                is_default: c.is_default,
+                user_info: c.user_info,
+            })
+            .collect(),
+    )
+    .map_err(|e| call.fail(e))?;
+    let toolkits = state
+        .router
+        .upsert_connections(&project_id, &user_id, inputs)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({ "toolkits": toolkits })))
+}
+
+#[derive(serde::Deserialize)]
+struct ConnectionParams {
+    integrations: Option<String>,
+}
+
+async fn list_connections(
+    State(state): State<RestState>,
+    Path((project_id, user_id)): Path<(String, String)>,
+    params: Result<Query<ConnectionParams>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.require_user(&user_id)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    let integrations: Vec<String> = params
+        .integrations
+        .as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let toolkits = state
+        .router
+        .list_connections(&project_id, &user_id, &integrations)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({ "toolkits": toolkits })))
+}
+
+async fn delete_connection(
+    State(state): State<RestState>,
+    Path((project_id, user_id, integration, account_id)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.require_user(&user_id)?;
+    let deleted = state
+        .router
+        .delete_connection(&project_id, &user_id, &integration, &account_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    if !deleted {
+        return Err(call.fail(Error::NotFound(format!(
+            "the user has no {integration} account `{account_id}`"
+        ))));
+    }
+    Ok(call.ok(serde_json::json!({ "deleted": true })))
 }
 
 async fn upsert_tools(
@@ -167,9 +364,8 @@ async fn upsert_tools(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let call = Call::begin(&state, &headers)?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
-    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["tools"]).map_err(|e| call.fail(e))?;
     let tools = match object.remove("tools") {
@@ -204,9 +400,8 @@ async fn delete_tools(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let call = Call::begin(&state, &headers)?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
-    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["names"]).map_err(|e| call.fail(e))?;
     let names = string_list(&mut object, "names")

@@ -2,7 +2,6 @@
 //! Bodies are parsed with [`from_json`], which names the field of any problem.
 
 use agentsearch_common::Error;
-use agentsearch_common::ids::parse_project_id;
 use axum::Router as AxumRouter;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -13,7 +12,7 @@ use axum::routing::{get, post, put};
 
 use crate::context_api::{
     RawContextSearch, RawCreateSync, RawDeleteRecords, RawPutGroups, RawReadContext,
-    RawUpsertRecords, from_json, parse_sync_id,
+    RawUpsertRecords, bind_identity, from_json, parse_sync_id,
 };
 use crate::rest::{ApiError, Call, RestState, SearchParams, body_bytes, diagnostics_flag};
 
@@ -53,9 +52,8 @@ fn begin<T: serde::de::DeserializeOwned>(
     project_id: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(Call, String, T), ApiError> {
-    let call = Call::begin(state, headers)?;
+    let (call, project_id) = Call::begin(state, headers, project_id)?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
-    let project_id = parse_project_id("projectId", project_id).map_err(|e| call.fail(e))?;
     let parsed = from_json(&body).map_err(|e| call.fail(e))?;
     Ok((call, project_id, parsed))
 }
@@ -76,7 +74,8 @@ async fn search(
     let Query(params) =
         params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
     raw.diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
-    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let mut request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    bind_identity(&mut request.identity, call.ctx.user.as_deref()).map_err(|e| call.fail(e))?;
     let response = state
         .router
         .search_context(request, &call.request_id)
@@ -93,7 +92,8 @@ async fn read_segment_context(
 ) -> Result<Response, ApiError> {
     let (call, project_id, raw): (_, _, RawReadContext) =
         begin(&state, &headers, &project_id, body)?;
-    let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    let mut request = raw.validate(project_id).map_err(|e| call.fail(e))?;
+    bind_identity(&mut request.identity, call.ctx.user.as_deref()).map_err(|e| call.fail(e))?;
     let response = state
         .router
         .read_segment_context(request, &call.request_id)
@@ -124,8 +124,7 @@ async fn list_syncs(
     Path(project_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let call = Call::begin(&state, &headers)?;
-    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let syncs = state
         .router
         .list_syncs(&project_id)
@@ -139,8 +138,7 @@ async fn get_sync(
     Path((project_id, sync_id_raw)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let call = Call::begin(&state, &headers)?;
-    let project_id = parse_project_id("projectId", &project_id).map_err(|e| call.fail(e))?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let sync = state
         .router

@@ -8,29 +8,33 @@ use std::time::{Duration, Instant};
 
 use agentsearch_common::config::{Fusion, SearchConfig};
 use agentsearch_common::shard::{
-    Hit, RetrievalMode, ShardSearchRequest, ShardSearchResponse, TermStats, TermStatsRequest,
+    Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ShardSearchRequest, ShardSearchResponse,
+    TermStats, TermStatsRequest,
 };
-use agentsearch_common::tool::ToolRecord;
+use agentsearch_common::tool::{SideEffect, ToolRecord, identifier_pieces};
 use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
+use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
-    FusedItem, RankedList, ScoredList, merge_ranked, pack, reciprocal_rank_fusion, score_fusion,
+    BudgetScope, FusedItem, MultiPacking, Packing, RankedList, ScoredList, merge_ranked,
+    pack_queries, reciprocal_rank_fusion, score_fusion,
 };
+use agentsearch_hydrate::{HydrationRequest, Outcome};
 use futures::future::join_all;
 use serde_json::value::RawValue;
 
-use crate::Router;
 use crate::api::{
-    Explain, FunctionDefinition, ModelTool, RetrieverHit, SearchError, ToolResult,
-    ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
+    Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
+    ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
+use crate::{Router, connections};
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
 pub(crate) struct TraceRecorder {
     /// Steps are only recorded when the caller asked for diagnostics.
-    enabled: bool,
-    started: Instant,
-    last: Instant,
+    pub(crate) enabled: bool,
+    pub(crate) started: Instant,
+    pub(crate) last: Instant,
     steps: Vec<TraceStep>,
 }
 
@@ -76,27 +80,186 @@ struct Part {
     integrations: Vec<String>,
 }
 
+/// Who is asking and how long authenticating them took (the `auth` trace step).
+#[derive(Clone, Debug, Default)]
+pub struct RequestContext {
+    pub request_id: String,
+    /// The token's `sub`; `None` for service and anonymous callers.
+    pub user: Option<String>,
+    pub auth: Duration,
+}
+
+/// What to rank: one query of a search or of a batch.
+pub(crate) struct RankQuery<'a> {
+    pub project_id: &'a str,
+    pub query: &'a str,
+    pub integrations: &'a [String],
+    pub categories: &'a [String],
+    pub max_side_effect: Option<SideEffect>,
+    /// `Some` with `connectedOnly`: the integrations the caller has an active connection for.
+    pub connected: Option<&'a HashSet<String>>,
+    /// The result window: removed tools ranked inside it are near misses.
+    pub window: usize,
+    pub mode: RetrievalMode,
+    pub diagnostics: bool,
+    /// Inline tools ranked with the catalog (batch only); never persisted.
+    pub inline: &'a [IndexedTool],
+}
+
+/// One candidate of a ranking, after every filter.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub record: Arc<ToolRecord>,
+    /// Fused score scaled from the floor (0) to the best candidate (1).
+    pub relevancy: f64,
+    pub explain: Option<Explain>,
+    pub catalog_version: u64,
+    /// 1-based position in the ranking before the side-effect and connection rules.
+    pub unfiltered_rank: u32,
+}
+
+/// The ranked pool of one query with what its usage needs.
+pub(crate) struct Ranked {
+    pub candidates: Vec<Candidate>,
+    pub strategy: &'static str,
+    pub mode: &'static str,
+    pub degraded: Option<&'static str>,
+    pub errors: Vec<SearchError>,
+    pub omitted_for_side_effect: u32,
+    pub omitted_not_connected: u32,
+    pub entitled_integrations: u32,
+    /// Tools removed by the side-effect ceiling or `connectedOnly` inside the window.
+    pub removed: Vec<NearMiss>,
+    /// Integrations in scope whose tools are missing from the ranking.
+    pub failed_integrations: Vec<String>,
+}
+
+/// A tool as it will be returned: hydrated for the caller or static.
+#[derive(Clone, Debug)]
+pub(crate) struct Shaped {
+    pub description: String,
+    pub parameters: String,
+    pub tokens: u32,
+    pub hydrated: bool,
+    /// Hydration was attempted and failed: the static schema stands in.
+    pub failed: bool,
+}
+
 impl Router {
     pub async fn search_tools(
         &self,
         req: ToolSearchRequest,
-        request_id: &str,
+        ctx: &RequestContext,
     ) -> Result<ToolSearchResponse> {
-        let started = Instant::now();
-        let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
+        let started = Instant::now() - ctx.auth;
         let mut trace = TraceRecorder::new(started, req.diagnostics);
+        trace.step("auth");
+        let user = ctx.user.as_deref();
+        connections::check_connected_only(req.connected_only, user)?;
+        let rows = self.user_connections(&req.project_id, user).await?;
+        if user.is_some() {
+            trace.step("connections");
+        }
+        let connected = connections::connected(&rows);
+        let window = result_limit(
+            req.top_k,
+            req.max_tool_tokens.map(u64::from),
+            self.settings.search.default_top_k,
+        );
+        let query = RankQuery {
+            project_id: &req.project_id,
+            query: &req.query,
+            integrations: &req.integrations,
+            categories: &req.categories,
+            max_side_effect: req.max_side_effect,
+            connected: req.connected_only.then_some(&connected),
+            window,
+            mode: req.mode,
+            diagnostics: req.diagnostics,
+            inline: &[],
+        };
+        let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
+
+        let lists = [ranked
+            .candidates
+            .iter()
+            .map(|c| c.record.name.clone())
+            .collect::<Vec<_>>()];
+        let (packing, shaped) = self
+            .pack_shaped(
+                &req.project_id,
+                user,
+                &[&ranked.candidates],
+                &lists,
+                &[window],
+                req.max_tool_tokens.map(u64::from),
+                BudgetScope::Union,
+                &mut trace,
+            )
+            .await;
+        let packing = &packing.queries[0];
+        let tools: Vec<ToolResult> = packing
+            .selected
+            .iter()
+            .map(|&pos| {
+                let c = &ranked.candidates[pos];
+                to_result(c, &shaped[&c.record.name])
+            })
+            .collect();
+        trace.step("budget");
+        let budget_misses = budget_near_misses(&ranked.candidates, packing, |c| {
+            shaped.get(&c.record.name).map(|s| s.tokens)
+        });
+        let integrations: Vec<String> = sorted_unique(tools.iter().map(|t| &t.integration));
+        let statuses = connections::statuses_from_rows(
+            &rows
+                .iter()
+                .filter(|r| integrations.contains(&r.integration))
+                .cloned()
+                .collect::<Vec<_>>(),
+            &integrations,
+            &BTreeMap::new(),
+        );
+        let usage = usage(
+            &ranked,
+            packing,
+            tools.len(),
+            shaped_state(&tools, &shaped),
+            budget_misses,
+        );
+        Ok(ToolSearchResponse {
+            tools,
+            search_query: req.query,
+            errors: ranked.errors,
+            usage,
+            trace: req.diagnostics.then(|| trace.finish()),
+            toolkit_connection_statuses: statuses,
+        })
+    }
+
+    /// Ranks one query: scope -> (embed the query || global BM25 statistics) -> fan-out to the
+    /// shards (and the inline tools) -> merge each retriever across shards -> fuse -> exact-name
+    /// promotion -> side-effect and connection rules, with the near misses they cause.
+    pub(crate) async fn rank(
+        &self,
+        q: &RankQuery<'_>,
+        request_id: &str,
+        trace: &mut TraceRecorder,
+    ) -> Result<Ranked> {
+        let deadline = trace.started + Duration::from_millis(self.settings.search.deadline_ms);
         let search = &self.settings.search;
 
-        let placements = self.placements(&req.project_id).await?;
-        let requested: HashSet<&str> = req.integrations.iter().map(String::as_str).collect();
+        let placements = self.placements(q.project_id).await?;
+        let requested: HashSet<&str> = q.integrations.iter().map(String::as_str).collect();
         let scope: Vec<_> = placements
             .iter()
             .filter(|p| requested.is_empty() || requested.contains(p.integration.as_str()))
             .collect();
-        let mut errors: Vec<SearchError> = req
+        let mut errors: Vec<SearchError> = q
             .integrations
             .iter()
             .filter(|i| !placements.iter().any(|p| &p.integration == *i))
+            .filter(|i| !q.inline.iter().any(|t| &t.record.integration == *i))
             .map(|i| SearchError {
                 integration: i.clone(),
                 code: "UNKNOWN_INTEGRATION".into(),
@@ -128,33 +291,44 @@ impl Router {
                 integrations,
             })
             .collect();
+        let inline: Vec<IndexedTool> = q
+            .inline
+            .iter()
+            .filter(|t| requested.is_empty() || requested.contains(t.record.integration.as_str()))
+            .cloned()
+            .collect();
         trace.step("placement");
 
         // The query embedding and the global lexical statistics are independent: run them together.
+        let searchable = !parts.is_empty() || !inline.is_empty();
         let embed = async {
-            if !req.mode.dense() || parts.is_empty() {
+            if !q.mode.dense() || !searchable {
                 return None;
             }
             let t = Instant::now();
-            let result = self.embed_query(&req.query).await;
+            let result = self.embed_query(q.query).await;
             Some((result, t.elapsed()))
         };
         let stats = async {
-            if !req.mode.lexical() || parts.len() < 2 {
+            // Inline tools are scored on the catalog's statistics, so they are needed even for one
+            // shard.
+            if !q.mode.lexical() || parts.is_empty() || (parts.len() < 2 && inline.is_empty()) {
                 return None;
             }
             let t = Instant::now();
-            let stats = self.gather_stats(&req, &parts, request_id, deadline).await;
+            let stats = self
+                .gather_stats(q.project_id, q.query, &parts, request_id, deadline)
+                .await;
             Some((stats, t.elapsed()))
         };
         let (embedded, stats) = tokio::join!(embed, stats);
-        let mut strategy = match req.mode {
+        let mut strategy = match q.mode {
             RetrievalMode::Hybrid => "hybrid",
             RetrievalMode::Lexical => "lexical",
             RetrievalMode::Dense => "dense",
         };
         let mut degraded = None;
-        let mut lexical_on = req.mode.lexical();
+        let mut lexical_on = q.mode.lexical();
         let vector = match embedded {
             None => None,
             Some((Ok(vector), took)) => {
@@ -164,7 +338,7 @@ impl Router {
             Some((Err(err), took)) => {
                 trace.push("embed", took);
                 tracing::warn!(request_id, error = %err, "query embedding failed");
-                if req.mode == RetrievalMode::Dense {
+                if q.mode == RetrievalMode::Dense {
                     return Err(Error::Unavailable(
                         "the embedding model is unavailable".into(),
                     ));
@@ -182,26 +356,61 @@ impl Router {
 
         let shard_request =
             |integrations: Vec<String>, stats: Option<TermStats>| ShardSearchRequest {
-                project_id: req.project_id.clone(),
+                project_id: q.project_id.to_string(),
                 integrations,
-                query: req.query.clone(),
+                query: q.query.to_string(),
                 vector: vector.as_ref().map(|v| v.to_vec()),
-                categories: req.categories.clone(),
-                max_side_effect: req.max_side_effect,
+                categories: q.categories.to_vec(),
+                max_side_effect: q.max_side_effect,
                 limit: search.candidates,
                 lexical: lexical_on,
                 stats,
             };
-        let mut answers = self
-            .fan_out(
-                &parts,
-                &|integrations| shard_request(integrations, stats.clone()),
-                request_id,
-                deadline,
-                &mut trace,
-                &mut errors,
-            )
-            .await;
+        let inline_search = async {
+            if inline.is_empty() {
+                return None;
+            }
+            let t = Instant::now();
+            let request = InlineSearchRequest {
+                project_id: q.project_id.to_string(),
+                tools: inline.clone(),
+                query: q.query.to_string(),
+                vector: vector.as_ref().map(|v| v.to_vec()),
+                categories: q.categories.to_vec(),
+                max_side_effect: q.max_side_effect,
+                limit: search.candidates,
+                lexical: lexical_on,
+                stats: stats.clone(),
+            };
+            Some((
+                self.search_inline(request, request_id, deadline).await,
+                t.elapsed(),
+            ))
+        };
+        let first_request = |integrations| shard_request(integrations, stats.clone());
+        let catalog_search = self.fan_out(&parts, &first_request, request_id, deadline);
+        let ((mut answers, steps, failures), inline_answer) =
+            tokio::join!(catalog_search, inline_search);
+        for (label, took) in steps {
+            trace.push(&label, took);
+        }
+        errors.extend(failures);
+        if let Some((answer, took)) = inline_answer {
+            trace.push("inline", took);
+            match answer {
+                Ok(answer) => answers.push(answer),
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err, "inline tool search failed");
+                    for integration in sorted_unique(inline.iter().map(|t| &t.record.integration)) {
+                        errors.push(SearchError {
+                            integration,
+                            code: err.code().as_str().to_string(),
+                            message: "the inline tools could not be searched".into(),
+                        });
+                    }
+                }
+            }
+        }
         // Retry the integrations of failed shards once, on their next replica, within the deadline.
         let failed: Vec<String> = errors
             .iter()
@@ -215,22 +424,26 @@ impl Router {
                 let retry_stats = match &stats {
                     Some(first) => {
                         let mut merged = first.clone();
-                        merged.merge(&self.gather_stats(&req, &retry, request_id, deadline).await);
+                        merged.merge(
+                            &self
+                                .gather_stats(q.project_id, q.query, &retry, request_id, deadline)
+                                .await,
+                        );
                         Some(merged)
                     }
                     None => None,
                 };
-                let mut retry_errors = Vec::new();
-                let more = self
+                let (more, steps, retry_errors) = self
                     .fan_out(
                         &retry,
                         &|integrations| shard_request(integrations, retry_stats.clone()),
                         request_id,
                         deadline,
-                        &mut trace,
-                        &mut retry_errors,
                     )
                     .await;
+                for (label, took) in steps {
+                    trace.push(&format!("retry:{label}"), took);
+                }
                 let recovered: HashSet<String> = retry
                     .iter()
                     .flat_map(|p| p.integrations.iter().cloned())
@@ -246,6 +459,7 @@ impl Router {
         let answered: HashSet<&str> = scope
             .iter()
             .map(|p| p.integration.as_str())
+            .chain(inline.iter().map(|t| t.record.integration.as_str()))
             .filter(|i| !errors.iter().any(|e| e.integration == *i))
             .collect();
         let lexical_failures: HashSet<&str> = answers
@@ -261,6 +475,29 @@ impl Router {
             degraded = Some("dense_only");
             lexical_on = false;
         }
+        // Integrations missing from the ranking: their shard failed, or every retriever that ranks
+        // failed on their index (a lexical failure answered by dense is degraded, not missing).
+        let mut failed_integrations: std::collections::BTreeSet<String> = errors
+            .iter()
+            .filter(|e| e.code != "UNKNOWN_INTEGRATION")
+            .map(|e| e.integration.clone())
+            .collect();
+        let mut failed_retrievers: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for f in answers.iter().flat_map(|a| a.failures.iter()) {
+            failed_retrievers
+                .entry(f.integration.as_str())
+                .or_default()
+                .insert(f.retriever.as_str());
+        }
+        for (integration, retrievers) in &failed_retrievers {
+            let missing = retrievers.contains("")
+                || ((!lexical_on || retrievers.contains("lexical"))
+                    && (vector.is_none() || retrievers.contains("dense")));
+            if missing {
+                failed_integrations.insert(integration.to_string());
+            }
+        }
+        let failed_integrations: Vec<String> = failed_integrations.into_iter().collect();
         for answer in &answers {
             for f in &answer.failures {
                 errors.push(SearchError {
@@ -275,7 +512,8 @@ impl Router {
         }
 
         let limit = search.candidates as usize;
-        let mut records: HashMap<String, ToolRecord> = HashMap::new();
+        let mut records: HashMap<String, Arc<ToolRecord>> = HashMap::new();
+        let mut generations: HashMap<String, u64> = HashMap::new();
         let mut lexical_lists = Vec::new();
         let mut dense_lists = Vec::new();
         let mut excluded_lexical = Vec::new();
@@ -285,108 +523,385 @@ impl Router {
             dense_lists.push(answer.dense);
             excluded_lexical.push(answer.excluded_lexical);
             excluded_dense.push(answer.excluded_dense);
+            generations.extend(answer.generations);
             for tool in answer.tools {
-                records.insert(tool.name.clone(), tool);
+                records.insert(tool.name.clone(), Arc::new(tool));
             }
         }
+        // A query naming a tool the retrievers missed: look the name up, so it can rank first.
+        let guesses: Vec<String> = name_guesses(q.query)
+            .into_iter()
+            .filter(|g| {
+                !records.contains_key(g)
+                    && !excluded_lexical
+                        .iter()
+                        .chain(excluded_dense.iter())
+                        .flatten()
+                        .any(|h| &h.name == g)
+            })
+            .collect();
+        let mut looked_up: Vec<Hit> = Vec::new();
+        let mut looked_up_excluded: Vec<Hit> = Vec::new();
+        if !guesses.is_empty() {
+            match self
+                .fetch_tools(q.project_id, &guesses, request_id, deadline)
+                .await
+            {
+                Ok(found) => {
+                    for (record, generation) in found {
+                        let in_scope =
+                            requested.is_empty() || requested.contains(record.integration.as_str());
+                        let in_categories =
+                            q.categories.is_empty() || q.categories.contains(&record.category);
+                        if !in_scope || !in_categories {
+                            continue;
+                        }
+                        let hit = Hit {
+                            name: record.name.clone(),
+                            integration: record.integration.clone(),
+                            score: f32::INFINITY,
+                        };
+                        if record.side_effect.allowed_under(q.max_side_effect) {
+                            generations
+                                .entry(record.integration.clone())
+                                .or_insert(generation);
+                            records.insert(record.name.clone(), Arc::new(record));
+                            looked_up.push(hit);
+                        } else {
+                            looked_up_excluded.push(hit);
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(request_id, error = %err, "looking up a named tool failed")
+                }
+            }
+            trace.step("name_lookup");
+        }
+        let dense_on = vector.is_some();
         let omitted_for_side_effect = side_effect_omissions(
             [
                 (&lexical_lists, &excluded_lexical, lexical_on),
-                (&dense_lists, &excluded_dense, vector.is_some()),
+                (&dense_lists, &excluded_dense, dense_on),
             ],
             limit,
         );
-        let lexical = if lexical_on {
-            merge_ranked(lexical_lists, limit)
-        } else {
-            Vec::new()
+        let merged = |lists: &Vec<Vec<Hit>>, on: bool| {
+            if on {
+                merge_ranked(lists.clone(), limit)
+            } else {
+                Vec::new()
+            }
         };
-        let dense = if vector.is_some() {
-            merge_ranked(dense_lists, limit)
-        } else {
-            Vec::new()
-        };
+        let lexical = merged(&lexical_lists, lexical_on);
+        let dense = merged(&dense_lists, dense_on);
         let (fused, floor) = fuse(search, &lexical, &dense);
-        let fused: Vec<_> = fused
+        let mut fused: Vec<_> = fused
             .into_iter()
             .filter(|f| records.contains_key(f.key))
             .collect();
+        // Looked-up tools join the ranking at its end (the name promotion below moves them up).
+        for hit in &looked_up {
+            if !fused.iter().any(|f| f.key == hit.name) {
+                fused.push(FusedItem {
+                    key: hit.name.as_str(),
+                    score: floor,
+                    ranks: vec![None, None],
+                });
+            }
+        }
+        // The ranking before the side-effect ceiling: eligible and excluded hits ranked together.
+        excluded_lexical.push(looked_up_excluded);
+        let excluded_names: HashSet<String> = excluded_lexical
+            .iter()
+            .chain(excluded_dense.iter())
+            .flatten()
+            .map(|h| h.name.clone())
+            .collect();
+        let unfiltered: Vec<(String, String)> = if excluded_names.is_empty() {
+            fused
+                .iter()
+                .map(|f| (f.key.to_string(), records[f.key].integration.clone()))
+                .collect()
+        } else {
+            let all = |eligible: &Vec<Vec<Hit>>, excluded: &Vec<Vec<Hit>>, on: bool| {
+                if on {
+                    merge_ranked(eligible.iter().chain(excluded).cloned().collect(), limit)
+                } else {
+                    Vec::new()
+                }
+            };
+            let lexical_all = all(&lexical_lists, &excluded_lexical, lexical_on);
+            let dense_all = all(&dense_lists, &excluded_dense, dense_on);
+            let integration_of: HashMap<&str, &str> = lexical_all
+                .iter()
+                .chain(&dense_all)
+                .map(|h| (h.name.as_str(), h.integration.as_str()))
+                .collect();
+            let (all_fused, _) = fuse(search, &lexical_all, &dense_all);
+            let mut all: Vec<(String, String)> = all_fused
+                .into_iter()
+                .filter(|f| records.contains_key(f.key) || excluded_names.contains(f.key))
+                .map(|f| (f.key.to_string(), integration_of[f.key].to_string()))
+                .collect();
+            for hit in &looked_up {
+                if !all.iter().any(|(n, _)| n == &hit.name) {
+                    all.push((hit.name.clone(), hit.integration.clone()));
+                }
+            }
+            all
+        };
         trace.step("fuse");
 
-        let tokens: Vec<u32> = fused.iter().map(|f| records[f.key].tokens).collect();
-        let packing = pack(
-            &tokens,
-            result_limit(
-                req.top_k,
-                req.max_tool_tokens.map(u64::from),
-                search.default_top_k,
-            ),
-            req.max_tool_tokens.map(u64::from),
-        );
-        let best = fused.first().map_or(1.0, |f| f.score);
-        let span = (best - floor).max(f64::MIN_POSITIVE);
-        let tools: Vec<ToolResult> = packing
-            .selected
+        // A query that names a tool ranks it first, before any rule applies.
+        let named = named_tools(q.query, unfiltered.iter().map(|(name, _)| name.as_str()));
+        let mut unfiltered = unfiltered;
+        for name in named.iter().rev() {
+            if let Some(pos) = unfiltered.iter().position(|(n, _)| n == name) {
+                let item = unfiltered.remove(pos);
+                unfiltered.insert(0, item);
+            }
+            if let Some(pos) = fused.iter().position(|f| f.key == name) {
+                let item = fused.remove(pos);
+                fused.insert(0, item);
+            }
+        }
+        let unfiltered_rank: HashMap<&str, u32> = unfiltered
             .iter()
-            .map(|&pos| {
-                let item = &fused[pos];
-                let record = &records[item.key];
-                let explain = req.diagnostics.then(|| {
-                    let hit = |list: &[Hit], rank: Option<usize>| {
-                        rank.map(|r| RetrieverHit {
-                            rank: r as u32,
-                            score: f64::from(list[r - 1].score),
-                        })
-                    };
-                    Explain {
-                        lexical: hit(&lexical, item.ranks[0]),
-                        dense: hit(&dense, item.ranks[1]),
-                    }
-                });
-                to_result(record, (item.score - floor) / span, explain)
+            .enumerate()
+            .map(|(i, (name, _))| (name.as_str(), i as u32 + 1))
+            .collect();
+
+        let best = fused
+            .iter()
+            .map(|f| f.score)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let best = if best.is_finite() { best } else { 1.0 };
+        let span = (best - floor).max(f64::MIN_POSITIVE);
+        let is_connected =
+            |integration: &str| q.connected.is_none_or(|set| set.contains(integration));
+        let mut omitted_not_connected = 0u32;
+        let mut candidates = Vec::with_capacity(fused.len());
+        for (i, item) in fused.iter().enumerate() {
+            let record = &records[item.key];
+            if !is_connected(&record.integration) {
+                omitted_not_connected += 1;
+                continue;
+            }
+            let explain = q.diagnostics.then(|| {
+                let hit = |list: &[Hit], rank: Option<usize>| {
+                    rank.map(|r| RetrieverHit {
+                        rank: r as u32,
+                        score: f64::from(list[r - 1].score),
+                    })
+                };
+                Explain {
+                    lexical: hit(&lexical, item.ranks[0]),
+                    dense: hit(&dense, item.ranks[1]),
+                }
+            });
+            let relevancy = if i < named.len() && named.iter().any(|n| n == item.key) {
+                1.0
+            } else {
+                (item.score - floor) / span
+            };
+            candidates.push(Candidate {
+                record: record.clone(),
+                relevancy,
+                explain,
+                catalog_version: generations.get(&record.integration).copied().unwrap_or(0),
+                unfiltered_rank: unfiltered_rank.get(item.key).copied().unwrap_or(0),
+            });
+        }
+        let removed: Vec<NearMiss> = unfiltered
+            .iter()
+            .take(q.window)
+            .enumerate()
+            .filter_map(|(i, (name, integration))| {
+                let reason = if excluded_names.contains(name) && !records.contains_key(name) {
+                    "side_effect"
+                } else if !is_connected(integration) {
+                    "not_connected"
+                } else {
+                    return None;
+                };
+                Some(NearMiss {
+                    intent_name: name.clone(),
+                    integration: integration.clone(),
+                    reason,
+                    rank: i as u32 + 1,
+                    tokens: None,
+                })
             })
             .collect();
-        trace.step("budget");
-
-        let candidates = fused.len() as u32;
-        let usage = Usage {
-            strategy,
-            mode: req.mode.as_str(),
-            candidates,
-            returned: tools.len() as u32,
-            tool_tokens: packing.tokens,
-            omitted_for_budget: packing.omitted_for_budget as u32,
-            omitted_for_side_effect,
-            omitted_for_top_k: packing.omitted_for_top_k as u32,
-            hydrated_integrations: Vec::new(),
-            degraded,
-            visibility: Visibility {
-                mode: "filtered",
-                entitled_integrations: scope.len() as u32,
-                candidates_before_filter: candidates + omitted_for_side_effect,
-                candidates_after_filter: candidates,
-            },
-        };
+        let mut entitled: HashSet<&str> = scope.iter().map(|p| p.integration.as_str()).collect();
+        entitled.extend(inline.iter().map(|t| t.record.integration.as_str()));
+        entitled.retain(|i| is_connected(i));
         errors.sort_by(|a, b| {
             a.integration
                 .cmp(&b.integration)
                 .then_with(|| a.code.cmp(&b.code))
         });
         errors.dedup();
-        Ok(ToolSearchResponse {
-            tools,
-            search_query: req.query,
+        Ok(Ranked {
+            candidates,
+            strategy,
+            mode: q.mode.as_str(),
+            degraded,
             errors,
-            usage,
-            trace: req.diagnostics.then(|| trace.finish()),
+            omitted_for_side_effect,
+            omitted_not_connected,
+            entitled_integrations: entitled.len() as u32,
+            removed,
+            failed_integrations,
         })
+    }
+
+    /// Packs the ranked lists of one or more queries under their limits and the budget, shaping
+    /// (hydrating) candidates as packing reaches them, so tokens and budget are those of the
+    /// schemas returned. `lists[q]` are the names of `ranked[q]`'s candidates.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn pack_shaped(
+        &self,
+        project_id: &str,
+        user: Option<&str>,
+        ranked: &[&Vec<Candidate>],
+        lists: &[Vec<String>],
+        limits: &[usize],
+        max_tokens: Option<u64>,
+        scope: BudgetScope,
+        trace: &mut TraceRecorder,
+    ) -> (MultiPacking, HashMap<String, Shaped>) {
+        let by_name: HashMap<&str, &Candidate> = ranked
+            .iter()
+            .flat_map(|list| list.iter())
+            .map(|c| (c.record.name.as_str(), c))
+            .collect();
+        let mut shaped: HashMap<String, Shaped> = HashMap::new();
+        let mut hydrate_took = Duration::ZERO;
+        loop {
+            let sized: Vec<Vec<(String, Option<u32>)>> = lists
+                .iter()
+                .map(|names| {
+                    names
+                        .iter()
+                        .map(|n| (n.clone(), shaped.get(n).map(|s| s.tokens)))
+                        .collect()
+                })
+                .collect();
+            match pack_queries(&sized, limits, max_tokens, scope) {
+                Ok(packing) => {
+                    if hydrate_took > Duration::ZERO {
+                        trace.push("hydrate", hydrate_took);
+                    }
+                    trace.last = Instant::now();
+                    return (packing, shaped);
+                }
+                Err(needed) => {
+                    // Shape what packing asks for plus the next candidates of every list, so a
+                    // typical search needs one round of concurrent hydrations.
+                    let mut wanted: Vec<&Candidate> = Vec::new();
+                    let mut seen: HashSet<&str> = HashSet::new();
+                    for name in &needed {
+                        if let Some(c) = by_name.get(name.as_str())
+                            && seen.insert(name.as_str())
+                        {
+                            wanted.push(c);
+                        }
+                    }
+                    for (names, &limit) in lists.iter().zip(limits) {
+                        for name in names
+                            .iter()
+                            .filter(|n| !shaped.contains_key(*n))
+                            .take(limit.max(1))
+                        {
+                            if let Some(c) = by_name.get(name.as_str())
+                                && seen.insert(name.as_str())
+                            {
+                                wanted.push(c);
+                            }
+                        }
+                    }
+                    let t = Instant::now();
+                    let results = self.shape(project_id, user, &wanted).await;
+                    if let (Some(service), Some(_)) = (&self.hydration, user)
+                        && wanted
+                            .iter()
+                            .any(|c| service.hydrates(&c.record.integration))
+                    {
+                        hydrate_took += t.elapsed();
+                    }
+                    for (c, s) in wanted.iter().zip(results) {
+                        shaped.insert(c.record.name.clone(), s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each candidate as returned to `user`: hydrated where its integration hydrates schemas and a
+    /// user is known, else static. Runs the hydrations concurrently.
+    pub(crate) async fn shape(
+        &self,
+        project_id: &str,
+        user: Option<&str>,
+        candidates: &[&Candidate],
+    ) -> Vec<Shaped> {
+        let calls = candidates.iter().map(|c| async move {
+            let record = &c.record;
+            let static_shape = |failed: bool| Shaped {
+                description: record.description.clone(),
+                parameters: record.parameters.clone(),
+                tokens: record.tokens,
+                hydrated: false,
+                failed,
+            };
+            let (Some(service), Some(user)) = (&self.hydration, user) else {
+                return static_shape(false);
+            };
+            if !service.hydrates(&record.integration) {
+                return static_shape(false);
+            }
+            let request = HydrationRequest {
+                project_id: project_id.to_string(),
+                user_id: user.to_string(),
+                integration: record.integration.clone(),
+                tool: record.name.clone(),
+                catalog_version: c.catalog_version,
+                description: record.description.clone(),
+                parameters_json: record.parameters.clone(),
+            };
+            match service.hydrate(request).await {
+                Outcome::Hydrated { schema, .. } => {
+                    let mut hydrated = (**record).clone();
+                    hydrated.parameters = schema.parameters_json;
+                    if let Some(description) = schema.description {
+                        hydrated.description = description;
+                    }
+                    Shaped {
+                        tokens: count_tokens(&hydrated.llm_definition_json()),
+                        description: hydrated.description,
+                        parameters: hydrated.parameters,
+                        hydrated: true,
+                        failed: false,
+                    }
+                }
+                Outcome::Static => static_shape(false),
+                Outcome::Failed(reason) => {
+                    tracing::warn!(tool = %record.name, %reason, "schema hydration failed; the static schema stands in");
+                    static_shape(true)
+                }
+            }
+        });
+        join_all(calls).await
     }
 
     /// Sums the BM25 statistics of every part; a shard that does not answer is left out (its
     /// search will fail too and be reported).
     async fn gather_stats(
         &self,
-        req: &ToolSearchRequest,
+        project_id: &str,
+        query: &str,
         parts: &[Part],
         request_id: &str,
         deadline: Instant,
@@ -394,9 +909,9 @@ impl Router {
         let calls = parts.iter().filter_map(|part| {
             let client = self.shards.get(&part.shard_id)?.clone();
             let request = TermStatsRequest {
-                project_id: req.project_id.clone(),
+                project_id: project_id.to_string(),
                 integrations: part.integrations.clone(),
-                query: req.query.clone(),
+                query: query.to_string(),
             };
             let timeout = deadline.saturating_duration_since(Instant::now());
             Some(async move { client.term_stats(request, request_id, timeout).await })
@@ -413,15 +928,19 @@ impl Router {
         total
     }
 
+    /// Searches every part concurrently. Returns the answers, a trace step per shard (and per
+    /// shard-side step), and an error per integration of a shard that failed.
     async fn fan_out(
         &self,
         parts: &[Part],
         make: &(dyn Fn(Vec<String>) -> ShardSearchRequest + Sync),
         request_id: &str,
         deadline: Instant,
-        trace: &mut TraceRecorder,
-        errors: &mut Vec<SearchError>,
-    ) -> Vec<ShardSearchResponse> {
+    ) -> (
+        Vec<ShardSearchResponse>,
+        Vec<(String, Duration)>,
+        Vec<SearchError>,
+    ) {
         let calls = parts.iter().map(|part| {
             let client = self.shards.get(&part.shard_id).cloned();
             let request = make(part.integrations.clone());
@@ -436,22 +955,22 @@ impl Router {
             }
         });
         let mut answers = Vec::with_capacity(parts.len());
+        let mut steps = Vec::new();
+        let mut errors = Vec::new();
         for (part, result, took) in join_all(calls).await {
-            if trace.enabled {
-                trace.push(&format!("shard:{}", part.shard_id), took);
-                if let Ok(answer) = &result {
-                    let t = answer.timings;
-                    for (step, ms) in [
-                        ("prepare", t.prepare_ms),
-                        ("lexical", t.lexical_ms),
-                        ("dense", t.dense_ms),
-                        ("assemble", t.assemble_ms),
-                    ] {
-                        trace.push(
-                            &format!("shard:{}:{step}", part.shard_id),
-                            Duration::from_secs_f64(ms / 1e3),
-                        );
-                    }
+            steps.push((format!("shard:{}", part.shard_id), took));
+            if let Ok(answer) = &result {
+                let t = answer.timings;
+                for (step, ms) in [
+                    ("prepare", t.prepare_ms),
+                    ("lexical", t.lexical_ms),
+                    ("dense", t.dense_ms),
+                    ("assemble", t.assemble_ms),
+                ] {
+                    steps.push((
+                        format!("shard:{}:{step}", part.shard_id),
+                        Duration::from_secs_f64(ms / 1e3),
+                    ));
                 }
             }
             match result {
@@ -474,7 +993,36 @@ impl Router {
                 }
             }
         }
-        answers
+        (answers, steps, errors)
+    }
+
+    /// Ranks inline tools on the first shard that answers (they are indexed in memory there for
+    /// this request only).
+    async fn search_inline(
+        &self,
+        request: InlineSearchRequest,
+        request_id: &str,
+        deadline: Instant,
+    ) -> Result<ShardSearchResponse> {
+        let mut last = Error::Unavailable("no shard is configured".into());
+        for id in self.shards.ids() {
+            let Some(client) = self.shards.get(&id) else {
+                continue;
+            };
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            match client
+                .search_inline(request.clone(), request_id, timeout)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(err @ Error::InvalidArgument { .. }) => return Err(err),
+                Err(err) => last = err,
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Err(last)
     }
 
     /// Parts that search `failed` integrations on a replica other than the one that failed.
@@ -615,8 +1163,9 @@ pub(crate) fn fuse_keyed<'a>(
     }
 }
 
-fn to_result(record: &ToolRecord, relevancy: f64, explain: Option<Explain>) -> ToolResult {
-    let parameters = RawValue::from_string(record.parameters.clone())
+pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
+    let record = &c.record;
+    let parameters = RawValue::from_string(shaped.parameters.clone())
         .unwrap_or_else(|_| RawValue::from_string("{}".to_string()).expect("valid JSON"));
     ToolResult {
         intent_name: record.name.clone(),
@@ -624,19 +1173,193 @@ fn to_result(record: &ToolRecord, relevancy: f64, explain: Option<Explain>) -> T
         category: record.category.clone(),
         side_effect: record.side_effect,
         approval_required: record.side_effect.approval_required(),
-        schema_source: "static",
-        relevancy,
+        schema_source: if shaped.hydrated {
+            "hydrated"
+        } else {
+            "static"
+        },
+        relevancy: c.relevancy,
         tool: ModelTool {
             kind: "function",
             function: FunctionDefinition {
                 name: record.name.clone(),
-                description: record.description.clone(),
+                description: shaped.description.clone(),
                 parameters,
             },
         },
-        tokens: record.tokens,
-        explain,
+        tokens: shaped.tokens,
+        catalog_version: c.catalog_version,
+        explain: c.explain.clone(),
     }
+}
+
+/// What hydration did to the returned tools: the integrations hydrated, and whether any
+/// hydration failed (`static_schema`).
+pub(crate) struct ShapedState {
+    pub hydrated_integrations: Vec<String>,
+    pub failed: bool,
+}
+
+pub(crate) fn shaped_state(tools: &[ToolResult], shaped: &HashMap<String, Shaped>) -> ShapedState {
+    let hydrated_integrations = sorted_unique(
+        tools
+            .iter()
+            .filter(|t| t.schema_source == "hydrated")
+            .map(|t| &t.integration),
+    );
+    let failed = tools
+        .iter()
+        .any(|t| shaped.get(&t.intent_name).is_some_and(|s| s.failed));
+    ShapedState {
+        hydrated_integrations,
+        failed,
+    }
+}
+
+/// Candidates the budget skipped, as near misses (the packer skips a tool that does not fit and
+/// keeps going, so each of these would have been returned with more budget).
+pub(crate) fn budget_near_misses(
+    candidates: &[Candidate],
+    packing: &Packing,
+    tokens: impl Fn(&Candidate) -> Option<u32>,
+) -> Vec<NearMiss> {
+    let selected: HashSet<usize> = packing.selected.iter().copied().collect();
+    let visited = candidates.len() - packing.omitted_for_top_k;
+    candidates[..visited]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !selected.contains(i))
+        .map(|(_, c)| NearMiss {
+            intent_name: c.record.name.clone(),
+            integration: c.record.integration.clone(),
+            reason: "budget",
+            rank: c.unfiltered_rank,
+            tokens: tokens(c),
+        })
+        .collect()
+}
+
+/// The usage of one query from its ranking and packing.
+pub(crate) fn usage(
+    ranked: &Ranked,
+    packing: &Packing,
+    returned: usize,
+    shaped: ShapedState,
+    budget_misses: Vec<NearMiss>,
+) -> Usage {
+    let candidates = ranked.candidates.len() as u32;
+    let mut near_misses: Vec<NearMiss> = ranked
+        .removed
+        .iter()
+        .cloned()
+        .chain(budget_misses)
+        .collect();
+    near_misses.sort_by_key(|m| m.rank);
+    near_misses.truncate(MAX_NEAR_MISSES);
+    let mut degradations: Vec<&'static str> = ranked.degraded.into_iter().collect();
+    if shaped.failed {
+        degradations.push("static_schema");
+    }
+    let failed_integrations = ranked.failed_integrations.clone();
+    Usage {
+        strategy: ranked.strategy,
+        mode: ranked.mode,
+        candidates,
+        returned: returned as u32,
+        tool_tokens: packing.tokens,
+        omitted_for_budget: packing.omitted_for_budget as u32,
+        omitted_for_side_effect: ranked.omitted_for_side_effect,
+        omitted_for_top_k: packing.omitted_for_top_k as u32,
+        hydrated_integrations: shaped.hydrated_integrations,
+        degraded: degradations.first().copied(),
+        visibility: Visibility {
+            mode: "filtered",
+            entitled_integrations: ranked.entitled_integrations,
+            candidates_before_filter: candidates
+                + ranked.omitted_for_side_effect
+                + ranked.omitted_not_connected,
+            candidates_after_filter: candidates,
+        },
+        omitted_not_connected: ranked.omitted_not_connected,
+        near_misses,
+        partial: !failed_integrations.is_empty(),
+        failed_integrations,
+        degradations,
+    }
+}
+
+pub(crate) fn sorted_unique<'a>(items: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let set: std::collections::BTreeSet<&String> = items.collect();
+    set.into_iter().cloned().collect()
+}
+
+/// `SLACK_POST_MESSAGE`, `slack post message`, `slack.post-message` and `SlackPostMessage` all
+/// normalise to `slack_post_message`.
+fn normalise_name(text: &str) -> String {
+    identifier_pieces(text).join("_")
+}
+
+/// Names a query may be spelling out exactly: its identifier-like words (with `_`, `.` or inner
+/// capitals; or the whole query when it is one word), as written, upper-case and lower-case
+/// snake. Plain prose gives none, so ordinary searches cost no lookup.
+pub(crate) fn name_guesses(query: &str) -> Vec<String> {
+    let words: Vec<&str> = query.split_whitespace().collect();
+    let mut guesses = Vec::new();
+    for word in words.iter().take(8) {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        let identifier_like = word.contains('_')
+            || word.contains('.')
+            || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
+            || words.len() == 1;
+        if !identifier_like || word.len() < 3 || word.len() > 128 {
+            continue;
+        }
+        let snake = normalise_name(word);
+        for guess in [word.to_string(), snake.to_uppercase(), snake] {
+            if !guess.is_empty() && !guesses.contains(&guess) {
+                guesses.push(guess);
+            }
+        }
+        if guesses.len() >= 9 {
+            break;
+        }
+    }
+    guesses
+}
+
+/// Tool names among `names` that the query names: the whole query or one of its words equals a
+/// name once normalised, or the whole query is within a small edit distance of a long name
+/// (a typo). In order of appearance in `names` (the ranking), at most 3.
+pub(crate) fn named_tools<'a>(query: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let whole = normalise_name(query);
+    if whole.is_empty() {
+        return Vec::new();
+    }
+    let words: HashSet<String> = query
+        .split_whitespace()
+        .filter(|w| w.contains('_') || w.chars().filter(|c| c.is_ascii_uppercase()).count() > 1)
+        .map(normalise_name)
+        .filter(|w| w.contains('_'))
+        .collect();
+    let mut exact = Vec::new();
+    let mut near = Vec::new();
+    for name in names {
+        let normalised = normalise_name(name);
+        if normalised == whole || words.contains(&normalised) {
+            exact.push(name.to_string());
+        } else if normalised.len() >= 10
+            && whole.len() >= 10
+            && strsim::levenshtein(&normalised, &whole) <= 2
+        {
+            near.push(name.to_string());
+        }
+    }
+    if exact.is_empty() {
+        near.truncate(1);
+        return near;
+    }
+    exact.truncate(3);
+    exact
 }
 
 #[cfg(test)]
@@ -649,6 +1372,41 @@ mod tests {
             integration: "i".into(),
             score,
         }
+    }
+
+    #[test]
+    fn a_query_naming_a_tool_finds_it() {
+        let names = [
+            "SLACK_SEND_MESSAGE",
+            "SLACK_POST_MESSAGE",
+            "GMAIL_SEND_EMAIL",
+        ];
+        let named = |q: &str| named_tools(q, names.iter().copied());
+        assert_eq!(named("SLACK_POST_MESSAGE"), ["SLACK_POST_MESSAGE"]);
+        assert_eq!(named("slack post message"), ["SLACK_POST_MESSAGE"]);
+        assert_eq!(named("slack.post-message"), ["SLACK_POST_MESSAGE"]);
+        assert_eq!(named("SlackPostMessage"), ["SLACK_POST_MESSAGE"]);
+        assert_eq!(
+            named("use GMAIL_SEND_EMAIL to mail bob"),
+            ["GMAIL_SEND_EMAIL"]
+        );
+        // A typo of a long name is near enough; prose is not a name.
+        assert_eq!(named("SLACK_POST_MESAGE"), ["SLACK_POST_MESSAGE"]);
+        assert!(named("post a message to a slack channel").is_empty());
+        assert!(named("send").is_empty());
+    }
+
+    #[test]
+    fn only_identifier_like_words_are_looked_up() {
+        assert!(name_guesses("post a message to a slack channel").is_empty());
+        assert_eq!(
+            name_guesses("run SLACK_POST_MESSAGE now"),
+            ["SLACK_POST_MESSAGE", "slack_post_message"]
+        );
+        assert_eq!(
+            name_guesses("createIssue"),
+            ["createIssue", "CREATE_ISSUE", "create_issue"]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentsearch_common::{Error, Result};
+use agentsearch_proto::v1::connections_server::ConnectionsServer;
 use agentsearch_proto::v1::context_search_server::ContextSearchServer;
 use agentsearch_proto::v1::context_sync_server::ContextSyncServer;
 use agentsearch_proto::v1::tool_catalog_server::ToolCatalogServer;
@@ -70,6 +71,9 @@ pub async fn serve_on(
     health_reporter
         .set_serving::<ContextSyncServer<PublicGrpc>>()
         .await;
+    health_reporter
+        .set_serving::<ConnectionsServer<PublicGrpc>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(agentsearch_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -93,6 +97,8 @@ pub async fn serve_on(
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let connections =
+        ConnectionsServer::new(public.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let context_sync = ContextSyncServer::new(public)
         .accept_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
@@ -104,6 +110,7 @@ pub async fn serve_on(
         .add_service(catalog)
         .add_service(context_search)
         .add_service(context_sync)
+        .add_service(connections)
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
             shutdown.clone(),

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use agentsearch_common::auth::Auth;
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ReadSegmentsRequest,
-    ReadSegmentsResponse, RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
-    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
-    TermStats, TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
+    GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
+    RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo,
+    ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats,
+    TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::error_from_status;
@@ -153,6 +154,32 @@ impl ShardClient {
         within(timeout, fut).await
     }
 
+    /// Ranks the tools carried in `req` on this shard; nothing is persisted there.
+    pub async fn search_inline(
+        &self,
+        req: InlineSearchRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<ShardSearchResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.search_inline(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .search_inline(g.request(
+                        pb::SearchInlineRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map_err(|s| remote(&g.addr, s))
+                    .and_then(|r| r.into_inner().try_into()),
+            }
+        };
+        within(timeout, fut).await
+    }
+
     pub async fn upsert_tools(
         &self,
         req: ShardUpsertRequest,
@@ -194,6 +221,29 @@ impl ShardClient {
         };
         within(timeout, fut).await
     }
+    pub async fn get_tools(
+        &self,
+        req: GetToolsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<GetToolsResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.get_tools(req).await,
+                ShardClient::Grpc(g) => {
+                    let response = g
+                        .client
+                        .clone()
+                        .get_tools(g.request(pb::GetToolsRequest::from(req), request_id, timeout))
+                        .await
+                        .map_err(|s| remote(&g.addr, s))?;
+                    GetToolsResponse::try_from(response.into_inner())
+                }
+            }
+        };
+        within(timeout, fut).await
+    }
+
     pub async fn context_term_stats(
         &self,
         req: ContextStatsRequest,

@@ -80,6 +80,23 @@ impl Shard for ShardGrpcService {
         Ok(Response::new(response.into()))
     }
 
+    async fn search_inline(
+        &self,
+        request: Request<pb::SearchInlineRequest>,
+    ) -> Result<Response<pb::SearchToolsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let request = request
+            .into_inner()
+            .try_into()
+            .map_err(|e| status_from_error(&e, &rid))?;
+        let response = self
+            .shard
+            .search_inline(request)
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
     async fn upsert_tools(
         &self,
         request: Request<pb::UpsertToolsRequest>,
@@ -105,6 +122,19 @@ impl Shard for ShardGrpcService {
         let response = self
             .shard
             .delete_tools(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
+    async fn get_tools(
+        &self,
+        request: Request<pb::GetToolsRequest>,
+    ) -> Result<Response<pb::GetToolsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .get_tools(request.into_inner().into())
             .await
             .map_err(|e| status_from_error(&e, &rid))?;
         Ok(Response::new(response.into()))

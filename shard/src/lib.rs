@@ -12,12 +12,14 @@ use std::sync::Arc;
 use agentsearch_common::auth::Auth;
 use agentsearch_common::config::{ContextConfig, LexicalConfig};
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ReadSegmentsRequest,
-    ReadSegmentsResponse, RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
-    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
-    TermStats, TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
+    GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
+    RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo,
+    ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats,
+    TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
+use agentsearch_index::tool_index::stable_id;
 use agentsearch_index::{SegmentIndexes, ToolIndexes};
 
 /// Most segments a shard returns per retriever.
@@ -158,6 +160,15 @@ impl ShardApi for LocalShard {
             .await
     }
 
+    async fn search_inline(&self, request: InlineSearchRequest) -> Result<ShardSearchResponse> {
+        if request.limit == 0 || request.limit > 1000 {
+            return Err(Error::invalid("limit", "must be between 1 and 1000"));
+        }
+        // More than `agentsearch_index::MAX_INLINE_TOOLS` tools are refused as `tools`.
+        self.blocking(move |indexes| Ok(indexes.search_inline(request)?))
+            .await
+    }
+
     async fn upsert_tools(&self, request: ShardUpsertRequest) -> Result<ShardWriteResponse> {
         self.blocking(move |indexes| {
             let affected = indexes.upsert(&request.project_id, request.tools)?;
@@ -179,6 +190,29 @@ impl ShardApi for LocalShard {
                 affected,
                 generation,
             })
+        })
+        .await
+    }
+
+    async fn get_tools(&self, request: GetToolsRequest) -> Result<GetToolsResponse> {
+        self.blocking(move |indexes| {
+            let Some(index) = indexes.get(&request.project_id, &request.integration) else {
+                return Ok(GetToolsResponse::default());
+            };
+            // Read the generation first: a write landing in between can only make it older than
+            // the records, never newer.
+            let generation = index.generation();
+            let tools = request
+                .names
+                .iter()
+                .filter_map(|name| {
+                    index
+                        .tool(stable_id(name))
+                        .filter(|t| &t.name == name)
+                        .map(|t| (*t).clone())
+                })
+                .collect();
+            Ok(GetToolsResponse { tools, generation })
         })
         .await
     }

@@ -368,6 +368,11 @@ async fn a_failed_shard_is_reported_and_the_rest_answers() {
         .filter(|t| !lost.contains(&t.integration))
         .count();
     assert_eq!(response.tools.len(), reachable);
+    let usage = response.usage.unwrap();
+    assert!(usage.partial);
+    let mut lost_sorted = lost.clone();
+    lost_sorted.sort();
+    assert_eq!(usage.failed_integrations, lost_sorted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,4 +473,137 @@ async fn the_last_version_in_a_stream_wins() {
     let found = names(&search(cluster.grpc, lexical("quokka")).await.unwrap());
     assert_eq!(found, ["CODEBOX_QUOKKA_AUDIT"]);
     assert!(names(&search(cluster.grpc, lexical("wombat")).await.unwrap()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_batch_and_lookup_over_grpc_with_postgres() {
+    use agentsearch_proto::v1::connections_client::ConnectionsClient;
+    use agentsearch_proto::v1::tool_search_client::ToolSearchClient;
+
+    let cluster = loaded(3).await;
+    let user = "dana@example.com";
+    let mut connections = ConnectionsClient::new(channel(cluster.grpc).await);
+    let account = |id: &str, default: bool| pb::ConnectionInput {
+        integration: "acme_chat".into(),
+        account_id: id.into(),
+        is_default: default,
+        ..Default::default()
+    };
+    let written = connections
+        .upsert_connections(pb::UpsertConnectionsRequest {
+            project_id: PROJECT.into(),
+            user_id: user.into(),
+            connections: vec![account("a1", true), account("a2", false)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(written.toolkits.len(), 1);
+    assert_eq!(
+        written.toolkits[0].account_selection.as_deref(),
+        Some("required")
+    );
+    // The rows are in PostgreSQL, one default.
+    let rows = pg_rows(
+        &cluster.schema,
+        &format!(
+            "SELECT account_id, is_default::text FROM connections WHERE project_id = '{PROJECT}' \
+             AND user_id = '{user}' ORDER BY account_id"
+        ),
+    )
+    .await;
+    assert_eq!(
+        rows,
+        [
+            vec!["a1".to_string(), "true".to_string()],
+            vec!["a2".to_string(), "false".to_string()]
+        ]
+    );
+    let bad = connections
+        .upsert_connections(pb::UpsertConnectionsRequest {
+            project_id: PROJECT.into(),
+            user_id: user.into(),
+            connections: vec![pb::ConnectionInput {
+                integration: "acme_chat".into(),
+                account_id: "a3".into(),
+                status: Some("on".into()),
+                ..Default::default()
+            }],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        bad.get_details_bad_request().unwrap().field_violations[0].field,
+        "connections[0].status"
+    );
+
+    // A batch over the three shards with an inline tool: ranked by a shard's in-memory index,
+    // returned once in toolSchemas, never persisted.
+    let mut client = ToolSearchClient::new(channel(cluster.grpc).await);
+    let batch = client
+        .search_tools_batch(pb::SearchToolsBatchRequest {
+            project_id: PROJECT.into(),
+            queries: vec![
+                pb::BatchQuery {
+                    use_case: "post a message to a chat room".into(),
+                    known_fields: Some("room:general".into()),
+                },
+                pb::BatchQuery {
+                    use_case: "reserve a desk in the office for tomorrow".into(),
+                    known_fields: None,
+                },
+            ],
+            top_k: Some(3),
+            custom_tools: vec![pb::CustomTool {
+                slug: "book_desk".into(),
+                name: "Book a desk".into(),
+                description: "Reserves a desk in the office for a day.".into(),
+                input_schema_json: r#"{"type":"object","properties":{"date":{"type":"string"}}}"#
+                    .into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(batch.success, "{:?}", batch.error);
+    assert_eq!(
+        batch.results[0].primary_tool_slugs[0],
+        "ACME_CHAT_POST_MESSAGE"
+    );
+    assert_eq!(batch.results[1].primary_tool_slugs[0], "LOCAL_BOOK_DESK");
+    let listed: HashSet<&String> = batch
+        .results
+        .iter()
+        .flat_map(|r| r.primary_tool_slugs.iter())
+        .collect();
+    assert_eq!(listed.len(), batch.tool_schemas.len());
+    assert!(listed.iter().all(|n| batch.tool_schemas.contains_key(*n)));
+    let later = search(cluster.grpc, search_request("reserve a desk in the office"))
+        .await
+        .unwrap();
+    assert!(names(&later).iter().all(|n| !n.starts_with("LOCAL_")));
+
+    // One tool by name, with the generation of its index and the caller's connection status.
+    let tool = client
+        .get_tool(pb::GetToolRequest {
+            project_id: PROJECT.into(),
+            name: "ACME_CHAT_POST_MESSAGE".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let result = tool.tool.unwrap();
+    assert_eq!(result.intent_name, "ACME_CHAT_POST_MESSAGE");
+    assert!(result.catalog_version >= 1);
+    let missing = client
+        .get_tool(pb::GetToolRequest {
+            project_id: PROJECT.into(),
+            name: "NO_SUCH_TOOL".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
 }

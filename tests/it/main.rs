@@ -7,3 +7,4 @@ mod context;
 mod embedded;
 mod eval;
 mod rest;
+mod tools;

@@ -2,6 +2,7 @@
 //! [`Config::validate`], whose messages name the key path. One `Config` serves every subcommand;
 //! each reads the sections it needs.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub struct Config {
     pub lexical: LexicalConfig,
     pub context: ContextConfig,
     pub log: LogConfig,
+    pub hydration: HydrationConfig,
 }
 
 impl Default for Config {
@@ -52,6 +54,7 @@ impl Default for Config {
             lexical: LexicalConfig::default(),
             context: ContextConfig::default(),
             log: LogConfig::default(),
+            hydration: HydrationConfig::default(),
         }
     }
 }
@@ -90,8 +93,59 @@ pub struct PostgresConfig {
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Static bearer token every request must carry. Required when binding beyond loopback.
+    /// Static bearer token: the service credential. Shards require it of the router; a project
+    /// without keys requires it of every request; a project with keys accepts it besides JWTs.
+    /// Required when binding beyond loopback.
     pub token: Option<Secret>,
+    /// Per-project JWT verification, keyed by project UUID (`[auth.projects.<uuid>]`, or
+    /// `AGENTSEARCH_AUTH__PROJECTS__<uuid>__<KEY>`; the hyphenless form of the UUID is accepted).
+    pub projects: BTreeMap<String, ProjectAuthConfig>,
+}
+
+impl AuthConfig {
+    /// The entry of `project_id` (any spelling of the same UUID), if configured.
+    pub fn project(&self, project_id: &str) -> Option<&ProjectAuthConfig> {
+        let wanted = uuid::Uuid::parse_str(project_id).ok()?;
+        self.projects
+            .iter()
+            .find(|(key, _)| uuid::Uuid::parse_str(key).is_ok_and(|id| id == wanted))
+            .map(|(_, project)| project)
+    }
+}
+
+/// How the JWTs of one project are verified. A project with keys requires a bearer on every
+/// request (unless `allow_anonymous`): a JWT signed by one of its keys, or the static
+/// `auth.token`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProjectAuthConfig {
+    /// Shared secret of HS256 tokens, at least 32 bytes.
+    pub hs256_secret: Option<Secret>,
+    /// Public keys of RS256 (RSA) and ES256 (EC P-256) tokens: each a PEM text or the path of a
+    /// PEM file. Several keys allow rotation.
+    pub public_keys: Vec<String>,
+    /// The `aud` claim every token must carry.
+    pub audience: String,
+    /// The `iss` claim every token must carry, when set.
+    pub issuer: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+    /// A request without an `Authorization` header is served as anonymous; a presented token
+    /// must still be valid.
+    pub allow_anonymous: bool,
+}
+
+impl Default for ProjectAuthConfig {
+    fn default() -> Self {
+        Self {
+            hs256_secret: None,
+            public_keys: Vec::new(),
+            audience: "agentsearch".to_string(),
+            issuer: None,
+            leeway_secs: 30,
+            allow_anonymous: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -226,6 +280,146 @@ impl Default for ContextConfig {
 pub struct LogConfig {
     /// JSON lines instead of text.
     pub json: bool,
+}
+
+/// Per-user tool schemas: an integration whose tools' parameters depend on the user (a CRM's custom
+/// fields) names a provider; its answers are cached per project, user, tool and catalog version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HydrationConfig {
+    /// Where hydrated schemas are kept: `memory` (in-process), `redis` (shared by routers) or `none`.
+    pub cache: HydrationCache,
+    /// Redis of `cache = "redis"`: `redis://[user:password@]host:port[/db]` (no TLS).
+    pub redis_url: Secret,
+    /// How long a hydrated schema, or a provider's "nothing for this user", is kept.
+    pub ttl_secs: u64,
+    /// Provider timeout of the integrations that set none.
+    pub timeout_ms: u64,
+    /// Bound on each cache call: a slow or down Redis costs at most this, then counts as a miss.
+    pub cache_timeout_ms: u64,
+    /// Integrations whose tool schemas are hydrated, by integration slug.
+    pub integrations: BTreeMap<String, HydrationIntegrationConfig>,
+}
+
+impl Default for HydrationConfig {
+    fn default() -> Self {
+        Self {
+            cache: HydrationCache::Memory,
+            redis_url: Secret::new("redis://127.0.0.1:6379"),
+            ttl_secs: 300,
+            timeout_ms: 800,
+            cache_timeout_ms: 50,
+            integrations: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where hydrated schemas are cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HydrationCache {
+    Memory,
+    Redis,
+    None,
+}
+
+/// Where an integration's per-user schemas come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HydrationProvider {
+    /// `POST url` with the user, the tool and its static schema; answers the hydrated schema.
+    Http,
+    /// A JSON file `{tool: {user id or "*": parameters schema}}`, read at startup.
+    File,
+}
+
+/// One integration's hydration provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HydrationIntegrationConfig {
+    pub provider: HydrationProvider,
+    /// `http://host:port/path` of `provider = "http"`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// JSON file of `provider = "file"`, relative to the configuration's base folder.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Provider timeout; `hydration.timeout_ms` when absent.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+impl HydrationConfig {
+    /// Pushes one message per invalid key of `[hydration]`, each starting with the key path.
+    fn validate(&self, errors: &mut Vec<String>) {
+        if self.ttl_secs == 0 {
+            errors.push("hydration.ttl_secs: must be >= 1".to_string());
+        }
+        if self.timeout_ms == 0 {
+            errors.push("hydration.timeout_ms: must be >= 1".to_string());
+        }
+        if self.cache_timeout_ms == 0 {
+            errors.push("hydration.cache_timeout_ms: must be >= 1".to_string());
+        }
+        if self.cache == HydrationCache::Redis {
+            let url = self.redis_url.expose();
+            if url.starts_with("rediss://") {
+                errors.push(
+                    "hydration.redis_url: TLS (rediss://) is not supported by this build; use redis://"
+                        .to_string(),
+                );
+            } else if !["redis://", "redis+unix://", "unix://"]
+                .iter()
+                .any(|scheme| url.starts_with(scheme))
+            {
+                errors.push(
+                    "hydration.redis_url: must start with redis://, redis+unix:// or unix://"
+                        .to_string(),
+                );
+            }
+        }
+        for (slug, integration) in &self.integrations {
+            let key = format!("hydration.integrations.{slug}");
+            let slug_ok = !slug.is_empty()
+                && slug.len() <= 64
+                && slug
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            if !slug_ok {
+                errors.push(format!(
+                    "{key}: the integration must be a lowercase slug of 1 to 64 characters [a-z0-9_-]"
+                ));
+            }
+            if integration.timeout_ms == Some(0) {
+                errors.push(format!("{key}.timeout_ms: must be >= 1"));
+            }
+            match integration.provider {
+                HydrationProvider::Http => {
+                    match integration.url.as_deref() {
+                        None => errors.push(format!("{key}.url: required when provider = \"http\"")),
+                        Some(url) if url.starts_with("https://") => errors.push(format!(
+                            "{key}.url: https is not supported (this build has no TLS client); use http://, e.g. through a local TLS-terminating proxy"
+                        )),
+                        Some(url) if !url.starts_with("http://") || url.len() <= "http://".len() => {
+                            errors.push(format!("{key}.url: must be an http:// URL, got `{url}`"))
+                        }
+                        Some(_) => {}
+                    }
+                    if integration.path.is_some() {
+                        errors.push(format!("{key}.path: only used when provider = \"file\""));
+                    }
+                }
+                HydrationProvider::File => {
+                    if integration.path.is_none() {
+                        errors.push(format!("{key}.path: required when provider = \"file\""));
+                    }
+                    if integration.url.is_some() {
+                        errors.push(format!("{key}.url: only used when provider = \"http\""));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A secret string: never printed by `Debug` or `Display`.
@@ -374,6 +568,7 @@ impl Config {
         {
             errors.push("auth.token: must be at least 16 characters".to_string());
         }
+        errors.extend(crate::auth::config_problems(&self.auth));
         if let Some(schema) = &self.postgres.schema
             && !(schema
                 .chars()
@@ -434,6 +629,7 @@ impl Config {
         if !(0.0..=1.0).contains(&c.b) {
             errors.push(format!("context.b: must be between 0 and 1, got {}", c.b));
         }
+        self.hydration.validate(&mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -541,5 +737,94 @@ mod env {
             assert!(err.contains("serach"), "{err}");
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod auth_projects {
+    use super::*;
+
+    const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
+
+    #[test]
+    fn project_settings_load_from_file_and_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "agentsearch.toml",
+                &format!(
+                    "[auth.projects.{PROJECT}]\nhs256_secret = \"0123456789abcdef0123456789abcdef\"\n\
+                     issuer = \"https://idp.example.com\"\n"
+                ),
+            )?;
+            jail.set_env(
+                format!("AGENTSEARCH_AUTH__PROJECTS__{PROJECT}__ALLOW_ANONYMOUS"),
+                "true",
+            );
+            // The hyphenless spelling, for shells that refuse `-` in variable names.
+            jail.set_env(
+                "AGENTSEARCH_AUTH__PROJECTS__22222222222242228222222222222222__HS256_SECRET",
+                "abcdef0123456789abcdef0123456789",
+            );
+            let config =
+                Config::load(Some(Path::new("agentsearch.toml"))).map_err(|e| e.to_string())?;
+            let project = config.auth.project(PROJECT).expect("configured");
+            assert_eq!(project.issuer.as_deref(), Some("https://idp.example.com"));
+            assert_eq!(project.audience, "agentsearch");
+            assert_eq!(project.leeway_secs, 30);
+            assert!(project.allow_anonymous);
+            let from_env = config
+                .auth
+                .project("22222222-2222-4222-8222-222222222222")
+                .expect("configured");
+            assert!(from_env.hs256_secret.is_some());
+
+            // Two spellings of one project are refused rather than merged silently.
+            jail.set_env(
+                "AGENTSEARCH_AUTH__PROJECTS__11111111111141118111111111111111__LEEWAY_SECS",
+                "5",
+            );
+            let err = Config::load(Some(Path::new("agentsearch.toml")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("the same project as"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn invalid_project_settings_name_the_key_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentsearch.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[auth.projects.{PROJECT}]\nhs256_secret = \"too-short\"\n\
+                 public_keys = [\"-----BEGIN PUBLIC KEY-----\\nAAAA\\n-----END PUBLIC KEY-----\\n\"]\n\
+                 [auth.projects.demo]\nhs256_secret = \"0123456789abcdef0123456789abcdef\"\n\
+                 [auth.projects.22222222-2222-4222-8222-222222222222]\naudience = \"x\"\n"
+            ),
+        )
+        .unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        for expected in [
+            format!("auth.projects.{PROJECT}.hs256_secret: must be at least 32 bytes"),
+            format!(
+                "auth.projects.{PROJECT}.public_keys[0]: not a PEM RSA or EC P-256 public key"
+            ),
+            "auth.projects.demo: the key must be a project UUID".to_string(),
+            "auth.projects.22222222-2222-4222-8222-222222222222: has neither hs256_secret nor public_keys"
+                .to_string(),
+        ] {
+            assert!(err.contains(&expected), "`{expected}` not in {err}");
+        }
+        assert!(!err.contains("too-short"), "secrets are not echoed: {err}");
+
+        std::fs::write(
+            &path,
+            format!("[auth.projects.{PROJECT}]\nhs256_secrt = \"x\"\n"),
+        )
+        .unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("hs256_secrt"), "{err}");
     }
 }

@@ -19,10 +19,15 @@ pub trait ShardApi: Send + Sync + 'static {
     async fn term_stats(&self, request: TermStatsRequest) -> Result<TermStats>;
     /// Ranked lexical and dense candidates over the named indexes, filters applied inside.
     async fn search_tools(&self, request: ShardSearchRequest) -> Result<ShardSearchResponse>;
+    /// Ranks tools carried in the request exactly as catalog tools are ranked (same analysis,
+    /// scoring and filters), from an index built for this call only: nothing is persisted.
+    async fn search_inline(&self, request: InlineSearchRequest) -> Result<ShardSearchResponse>;
     /// Inserts or replaces tools (by name), each in its integration's index.
     async fn upsert_tools(&self, request: ShardUpsertRequest) -> Result<ShardWriteResponse>;
     /// Deletes tools (by name) of one integration; unknown names are ignored.
     async fn delete_tools(&self, request: ShardDeleteRequest) -> Result<ShardWriteResponse>;
+    /// Stored tools of one integration by name; unknown names are left out.
+    async fn get_tools(&self, request: GetToolsRequest) -> Result<GetToolsResponse>;
 
     /// BM25 statistics of the query's terms over the named syncs' segment indexes.
     async fn context_term_stats(&self, request: ContextStatsRequest) -> Result<TermStats>;
@@ -125,6 +130,42 @@ pub struct ShardSearchRequest {
     pub stats: Option<TermStats>,
 }
 
+/// Tools of one integration, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetToolsRequest {
+    pub project_id: String,
+    pub integration: String,
+    pub names: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GetToolsResponse {
+    /// The stored records of the names found, in request order.
+    pub tools: Vec<ToolRecord>,
+    /// The generation of the index they were read from (0 when the index does not exist).
+    pub generation: u64,
+}
+
+/// A search of tools carried in the request instead of a catalog's indexes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InlineSearchRequest {
+    pub project_id: String,
+    /// The tools with their embeddings (at most 500); each names the integration its hits report.
+    pub tools: Vec<IndexedTool>,
+    pub query: String,
+    /// The query embedding; `None` skips the dense retriever.
+    pub vector: Option<Vec<f32>>,
+    /// Only tools of these categories (empty: all).
+    pub categories: Vec<String>,
+    pub max_side_effect: Option<SideEffect>,
+    /// Candidates per retriever.
+    pub limit: u32,
+    pub lexical: bool,
+    /// The catalog's global statistics, to which the inline tools' own are added (so their scores
+    /// are on the catalog's scale); `None` uses the inline tools' own only.
+    pub stats: Option<TermStats>,
+}
+
 /// One ranked candidate of one retriever.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
@@ -158,6 +199,9 @@ pub struct ShardSearchResponse {
     pub failures: Vec<PartFailure>,
     /// Time spent in each retriever over all indexes, and assembling the answer (diagnostics).
     pub timings: ShardTimings,
+    /// The generation of each index searched (by integration): the version of the catalog its
+    /// hits were ranked from. Indexes the shard does not hold are absent; empty for inline tools.
+    pub generations: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

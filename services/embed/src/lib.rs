@@ -73,6 +73,35 @@ impl CachedEmbedder {
     }
 }
 
+impl CachedEmbedder {
+    /// Embeddings of several texts: cached ones from the cache, the others in one batch (then
+    /// cached). In input order.
+    pub fn embed_many(&self, texts: &[&str]) -> Result<Vec<Arc<Vec<f32>>>> {
+        let mut out: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|t| self.cached(t)).collect();
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let vectors = self.inner.embed(&batch)?;
+            if vectors.len() != batch.len() {
+                return Err(EmbedError::Failed(
+                    "the model returned too few vectors".into(),
+                ));
+            }
+            for (&i, vector) in missing.iter().zip(vectors) {
+                let vector = Arc::new(vector);
+                if let Some(cache) = &self.cache {
+                    cache.insert(texts[i].to_string(), vector.clone());
+                }
+                out[i] = Some(vector);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every text embedded"))
+            .collect())
+    }
+}
+
 /// Embeds many texts in batches of `batch_size`, shortest texts batched together so little padding
 /// is computed; vectors come back in input order. `progress` is called with the count done so far.
 pub fn embed_batched(

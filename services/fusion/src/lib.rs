@@ -8,7 +8,7 @@ pub mod rrf;
 pub mod score;
 pub mod tokens;
 
-pub use budget::{Packing, pack};
+pub use budget::{BudgetScope, MultiPacking, Packing, pack, pack_queries};
 pub use merge::merge_ranked;
 pub use rrf::{FusedItem, RankedList, reciprocal_rank_fusion};
 pub use score::{ScoreFusion, ScoredList, score_fusion};

@@ -1,12 +1,15 @@
 //! Shard-side search over many small per-integration indexes (the shape of a real catalog):
 //! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, plus the
-//! BM25 statistics pass the router runs before a multi-shard search.
+//! BM25 statistics pass the router runs before a multi-shard search; and a search of 500 tools
+//! carried inline (indexed in memory for the request).
 
 use agentsearch_common::config::LexicalConfig;
-use agentsearch_common::shard::{IndexedTool, ShardSearchRequest, TermStatsRequest};
+use agentsearch_common::shard::{
+    IndexedTool, InlineSearchRequest, ShardSearchRequest, TermStatsRequest,
+};
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use agentsearch_index::ToolIndexes;
-use criterion::{Criterion, criterion_group, criterion_main};
+use agentsearch_index::{MAX_INLINE_TOOLS, ToolIndexes};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
 const WORDS: &[&str] = &[
@@ -118,5 +121,46 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn bench_inline(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
+    let tools: Vec<IndexedTool> = (0..MAX_INLINE_TOOLS as u64)
+        .map(|seed| {
+            let verb = VERBS[(seed as usize) % VERBS.len()];
+            let word = WORDS[(seed as usize * 7) % WORDS.len()];
+            IndexedTool {
+                record: ToolRecord {
+                    name: format!("CUSTOM_{verb}_{word}_{seed}").to_uppercase(),
+                    integration: "custom".into(),
+                    category: "general".into(),
+                    side_effect: SideEffect::ALL[(seed as usize) % 5],
+                    description: format!("{verb} a {word} with its owner and status."),
+                    parameters: r#"{"type":"object","properties":{"id":{"type":"string","description":"record id"}}}"#.into(),
+                    tokens: 60,
+                },
+                vector: vector(seed),
+            }
+        })
+        .collect();
+    let request = InlineSearchRequest {
+        project_id: PROJECT.into(),
+        tools,
+        query: "send the invoice to a customer".into(),
+        vector: Some(vector(7)),
+        categories: vec![],
+        max_side_effect: None,
+        limit: 50,
+        lexical: true,
+        stats: None,
+    };
+    c.bench_function("shard_search_inline_500_hybrid", |b| {
+        b.iter_batched(
+            || request.clone(),
+            |request| indexes.search_inline(request).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+criterion_group!(benches, bench, bench_inline);
 criterion_main!(benches);

@@ -1,19 +1,22 @@
 //! The indexes of one agentsearch shard: per project and integration, a tantivy (BM25) index and a
 //! FAISS (dense) index ([`IntegrationIndex`]), persisted under the shard's data dir, and
-//! [`ToolIndexes`], which routes writes to them and searches many of them as one; and for context
-//! search, per project and sync, a segment index ([`SegmentIndex`], [`SegmentIndexes`]).
+//! [`ToolIndexes`], which routes writes to them and searches many of them as one; the tools a
+//! request carries inline, indexed in memory for that request and ranked the same way
+//! ([`InlineIndex`]); and for context search, per project and sync, a segment index
+//! ([`SegmentIndex`], [`SegmentIndexes`]).
 //!
 //! It owns on-disk layout, generations, analysis and filtering inside the index. It does not own
 //! fusion across retrievers, placement or embedding: those are the router's.
 
 pub mod analyzer;
 pub mod error;
+pub mod inline_index;
 pub mod lexical;
 pub mod schema;
 pub mod segment_index;
 pub mod tool_index;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,16 +24,17 @@ use std::time::Instant;
 
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
-    Hit, IndexedTool, PartFailure, ShardSearchRequest, ShardSearchResponse, ShardTimings,
-    TermStats, TermStatsRequest, hit_order,
+    Hit, IndexedTool, InlineSearchRequest, PartFailure, ShardSearchRequest, ShardSearchResponse,
+    ShardTimings, TermStats, TermStatsRequest, hit_order,
 };
 use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
 use parking_lot::RwLock;
 
 pub use error::{IndexError, Result};
+pub use inline_index::{InlineIndex, MAX_INLINE_TOOLS};
 pub use lexical::{LexicalQuery, ScoreBuffers};
 pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
-pub use tool_index::{IntegrationIndex, Scored, ToolFilter};
+pub use tool_index::{IndexAnswer, IntegrationIndex, Scored, ToolFilter, ToolQuery, ToolSource};
 
 type Key = (String, String);
 
@@ -159,12 +163,7 @@ impl ToolIndexes {
     /// `(score, index, vector id)` and only the best `limit` per list become named hits.
     pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
         let prepare_started = Instant::now();
-        let limit = request.limit as usize;
-        let filter = ToolFilter {
-            categories: (!request.categories.is_empty())
-                .then(|| request.categories.iter().cloned().collect()),
-            max_side_effect: request.max_side_effect,
-        };
+        let filter = ToolFilter::new(&request.categories, request.max_side_effect);
         let terms = if request.lexical {
             analyzer::analyze(&request.query)
         } else {
@@ -184,103 +183,150 @@ impl ToolIndexes {
                     &own
                 }
             };
-            LexicalQuery::new(
-                &terms,
-                stats,
-                &schema::weighted_fields(&self.lexical),
-                self.lexical.k1,
-                self.lexical.b,
-            )
+            self.lexical_query(&terms, stats)
         };
-        // Many indexes: split them over the cores (queries of one client then use the machine).
-        let started = Instant::now();
-        let workers = if scoped.len() >= PARALLEL_FROM {
-            parallelism().min(scoped.len())
+        let query = ToolQuery {
+            lexical: request.lexical.then_some(&lexical),
+            vector: request.vector.as_deref(),
+            filter: &filter,
+            limit: request.limit as usize,
+        };
+        search_sources(&scoped, &query, prepare_started)
+    }
+
+    /// Ranks the tools a request carries ([`InlineIndex`]) as [`ToolIndexes::search`] ranks
+    /// catalog tools: same analysis, BM25F parameters and filters. The BM25 statistics are the
+    /// request's (the catalog's, from the router) plus the inline tools' own, so their scores sit on
+    /// the catalog's scale. Nothing is persisted; `generations` is empty.
+    pub fn search_inline(&self, request: InlineSearchRequest) -> Result<ShardSearchResponse> {
+        let prepare_started = Instant::now();
+        let index = InlineIndex::build(request.tools)?;
+        let filter = ToolFilter::new(&request.categories, request.max_side_effect);
+        let terms = if request.lexical {
+            analyzer::analyze(&request.query)
         } else {
-            1
+            Vec::new()
         };
-        let chunk = scoped.len().div_ceil(workers.max(1)).max(1);
-        let vector = request.vector.as_deref();
-        let run = |offset: usize, part: &[Arc<IntegrationIndex>]| {
-            search_part(
-                offset,
-                part,
-                request.lexical.then_some(&lexical),
-                vector,
-                &filter,
-                limit,
-            )
+        let lexical = if terms.is_empty() {
+            LexicalQuery::default()
+        } else {
+            let mut stats = request.stats.unwrap_or_default();
+            index.add_term_stats(&terms, &mut stats)?;
+            self.lexical_query(&terms, &stats)
         };
-        let parts: Vec<Part> = if workers > 1 {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = scoped
-                    .chunks(chunk)
-                    .enumerate()
-                    .map(|(n, part)| (part, scope.spawn(move || run(n * chunk, part))))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|(indexes, handle)| {
-                        handle.join().unwrap_or_else(|_| Part {
-                            failures: indexes
-                                .iter()
-                                .map(|index| PartFailure {
-                                    integration: index.integration().to_string(),
-                                    retriever: String::new(),
-                                    message: "index search panicked".into(),
-                                })
-                                .collect(),
-                            ..Part::default()
-                        })
+        let query = ToolQuery {
+            lexical: request.lexical.then_some(&lexical),
+            vector: request.vector.as_deref(),
+            filter: &filter,
+            limit: request.limit as usize,
+        };
+        let mut response = search_sources(&[index], &query, prepare_started);
+        response.generations.clear();
+        Ok(response)
+    }
+
+    /// The BM25F query of analyzed `terms` under `stats`, with the shard's field weights.
+    fn lexical_query(&self, terms: &[String], stats: &TermStats) -> LexicalQuery {
+        LexicalQuery::new(
+            terms,
+            stats,
+            &schema::weighted_fields(&self.lexical),
+            self.lexical.k1,
+            self.lexical.b,
+        )
+    }
+}
+
+/// Searches `sources` with both retrievers of `query`; a source that fails is reported in
+/// `failures` and the others still answer. Candidates of all sources are pooled as
+/// `(score, source, vector id)` and only the best `limit` per list become named hits.
+fn search_sources<S: ToolSource>(
+    sources: &[S],
+    query: &ToolQuery,
+    prepare_started: Instant,
+) -> ShardSearchResponse {
+    let limit = query.limit;
+    // Many indexes: split them over the cores (queries of one client then use the machine).
+    let started = Instant::now();
+    let workers = if sources.len() >= PARALLEL_FROM {
+        parallelism().min(sources.len())
+    } else {
+        1
+    };
+    let chunk = sources.len().div_ceil(workers.max(1)).max(1);
+    let run = |offset: usize, part: &[S]| search_part(offset, part, query);
+    let parts: Vec<Part> = if workers > 1 {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .chunks(chunk)
+                .enumerate()
+                .map(|(n, part)| (part, scope.spawn(move || run(n * chunk, part))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(sources, handle)| {
+                    handle.join().unwrap_or_else(|_| Part {
+                        failures: sources
+                            .iter()
+                            .map(|source| PartFailure {
+                                integration: source.integration().to_string(),
+                                retriever: String::new(),
+                                message: "index search panicked".into(),
+                            })
+                            .collect(),
+                        ..Part::default()
                     })
-                    .collect()
-            })
-        } else {
-            vec![run(0, &scoped)]
-        };
-        let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
-        let mut failures = Vec::new();
-        let mut timings = ShardTimings {
-            prepare_ms: (started - prepare_started).as_secs_f64() * 1e3,
-            ..Default::default()
-        };
-        for part in parts {
-            for (pool, more) in pools.iter_mut().zip(part.pools) {
-                pool.extend(more);
-            }
-            failures.extend(part.failures);
-            timings.lexical_ms = timings.lexical_ms.max(part.lexical_ms);
-            timings.dense_ms = timings.dense_ms.max(part.dense_ms);
+                })
+                .collect()
+        })
+    } else {
+        vec![run(0, sources)]
+    };
+    let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
+    let mut failures = Vec::new();
+    let mut generations = BTreeMap::new();
+    let mut timings = ShardTimings {
+        prepare_ms: (started - prepare_started).as_secs_f64() * 1e3,
+        ..Default::default()
+    };
+    for part in parts {
+        for (pool, more) in pools.iter_mut().zip(part.pools) {
+            pool.extend(more);
         }
-        let dense_done = Instant::now();
-        tracing::trace!(
-            workers,
-            ms = (dense_done - started).as_secs_f64() * 1e3,
-            "indexes searched"
-        );
-        let [lexical, excluded_lexical, dense, excluded_dense] =
-            pools.map(|p| best_hits(&scoped, p, limit));
-        let mut seen = HashSet::new();
-        let tools = lexical
-            .iter()
-            .chain(dense.iter())
-            .filter(|(hit, _)| seen.insert(hit.name.clone()))
-            .map(|(_, record)| (**record).clone())
-            .collect();
-        let strip =
-            |v: Vec<(Hit, Arc<ToolRecord>)>| v.into_iter().map(|(h, _)| h).collect::<Vec<_>>();
-        ShardSearchResponse {
-            lexical: strip(lexical),
-            dense: strip(dense),
-            excluded_lexical: strip(excluded_lexical),
-            excluded_dense: strip(excluded_dense),
-            tools,
-            failures,
-            timings: ShardTimings {
-                assemble_ms: dense_done.elapsed().as_secs_f64() * 1e3,
-                ..timings
-            },
-        }
+        failures.extend(part.failures);
+        generations.extend(part.generations);
+        timings.lexical_ms = timings.lexical_ms.max(part.lexical_ms);
+        timings.dense_ms = timings.dense_ms.max(part.dense_ms);
+    }
+    let dense_done = Instant::now();
+    tracing::trace!(
+        workers,
+        ms = (dense_done - started).as_secs_f64() * 1e3,
+        "indexes searched"
+    );
+    let record = |source: usize, id: u64| sources[source].tool(id);
+    let [lexical, excluded_lexical, dense, excluded_dense] =
+        pools.map(|p| best_hits(&record, p, limit));
+    let mut seen = HashSet::new();
+    let tools = lexical
+        .iter()
+        .chain(dense.iter())
+        .filter(|(hit, _)| seen.insert(hit.name.clone()))
+        .map(|(_, record)| (**record).clone())
+        .collect();
+    let strip = |v: Vec<(Hit, Arc<ToolRecord>)>| v.into_iter().map(|(h, _)| h).collect::<Vec<_>>();
+    ShardSearchResponse {
+        lexical: strip(lexical),
+        dense: strip(dense),
+        excluded_lexical: strip(excluded_lexical),
+        excluded_dense: strip(excluded_dense),
+        tools,
+        failures,
+        timings: ShardTimings {
+            assemble_ms: dense_done.elapsed().as_secs_f64() * 1e3,
+            ..timings
+        },
+        generations,
     }
 }
 
@@ -332,40 +378,33 @@ fn parallelism() -> usize {
 struct Part {
     pools: [Vec<(f32, usize, u64)>; 4],
     failures: Vec<PartFailure>,
+    /// The generation each index was searched at, by integration.
+    generations: Vec<(String, u64)>,
     lexical_ms: f64,
     dense_ms: f64,
 }
 
-fn search_part(
-    offset: usize,
-    indexes: &[Arc<IntegrationIndex>],
-    lexical: Option<&LexicalQuery>,
-    vector: Option<&[f32]>,
-    filter: &ToolFilter,
-    limit: usize,
-) -> Part {
+fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -> Part {
     let mut part = Part::default();
-    let started = Instant::now();
-    if let Some(query) = lexical {
-        let mut buffers = ScoreBuffers::default();
-        for (i, index) in indexes.iter().enumerate() {
-            match index.search_lexical_with(query, filter, limit, &mut buffers) {
-                Ok(s) => pool(&mut part.pools, 0, offset + i, s),
-                Err(err) => part.failures.push(failure(index, "lexical", &err)),
+    let mut buffers = ScoreBuffers::default();
+    for (i, source) in sources.iter().enumerate() {
+        let answer = source.search(query, &mut buffers);
+        part.generations
+            .push((source.integration().to_string(), answer.generation));
+        part.lexical_ms += answer.lexical_ms;
+        part.dense_ms += answer.dense_ms;
+        for (at, retriever, scored) in [(0, "lexical", answer.lexical), (2, "dense", answer.dense)]
+        {
+            match scored {
+                Some(Ok(scored)) => pool(&mut part.pools, at, offset + i, scored),
+                Some(Err(err)) => {
+                    part.failures
+                        .push(failure(source.integration(), retriever, &err))
+                }
+                None => {}
             }
         }
     }
-    let lexical_done = Instant::now();
-    part.lexical_ms = (lexical_done - started).as_secs_f64() * 1e3;
-    if let Some(vector) = vector {
-        for (i, index) in indexes.iter().enumerate() {
-            match index.search_dense(vector, filter, limit) {
-                Ok(s) => pool(&mut part.pools, 2, offset + i, s),
-                Err(err) => part.failures.push(failure(index, "dense", &err)),
-            }
-        }
-    }
-    part.dense_ms = lexical_done.elapsed().as_secs_f64() * 1e3;
     part
 }
 
@@ -378,7 +417,7 @@ fn pool(pools: &mut [Vec<(f32, usize, u64)>; 4], at: usize, index: usize, scored
 /// The best `limit` candidates of a pool as named hits in [`hit_order`] (ties broken by name,
 /// including at the cut).
 fn best_hits(
-    scoped: &[Arc<IntegrationIndex>],
+    record: &impl Fn(usize, u64) -> Option<Arc<ToolRecord>>,
     mut pool: Vec<(f32, usize, u64)>,
     limit: usize,
 ) -> Vec<(Hit, Arc<ToolRecord>)> {
@@ -391,7 +430,7 @@ fn best_hits(
     let mut hits: Vec<(Hit, Arc<ToolRecord>)> = pool
         .into_iter()
         .filter_map(|(score, index, id)| {
-            let record = scoped[index].tool(id)?;
+            let record = record(index, id)?;
             Some((
                 Hit {
                     name: record.name.clone(),
@@ -407,10 +446,10 @@ fn best_hits(
     hits
 }
 
-fn failure(index: &IntegrationIndex, retriever: &str, err: &IndexError) -> PartFailure {
-    tracing::warn!(integration = index.integration(), retriever, error = %err, "index search failed");
+fn failure(integration: &str, retriever: &str, err: &IndexError) -> PartFailure {
+    tracing::warn!(integration, retriever, error = %err, "index search failed");
     PartFailure {
-        integration: index.integration().to_string(),
+        integration: integration.to_string(),
         retriever: retriever.to_string(),
         message: err.to_string(),
     }

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use agentsearch_common::shard::{IndexedTool, TermStats};
 use agentsearch_common::tool::{SideEffect, ToolRecord};
@@ -51,6 +52,14 @@ pub struct ToolFilter {
 }
 
 impl ToolFilter {
+    /// Tools of `categories` (empty: all) under the side-effect ceiling `max_side_effect`.
+    pub fn new(categories: &[String], max_side_effect: Option<SideEffect>) -> Self {
+        Self {
+            categories: (!categories.is_empty()).then(|| categories.iter().cloned().collect()),
+            max_side_effect,
+        }
+    }
+
     fn in_scope(&self, tool: &ToolRecord) -> bool {
         self.categories
             .as_ref()
@@ -64,6 +73,39 @@ impl ToolFilter {
 pub struct Scored {
     pub eligible: Vec<(f32, u64)>,
     pub excluded: Vec<(f32, u64)>,
+}
+
+/// One search of tool indexes.
+pub struct ToolQuery<'a> {
+    /// The prepared lexical query; `None` skips the lexical retriever.
+    pub lexical: Option<&'a LexicalQuery>,
+    /// The query embedding; `None` skips the dense retriever.
+    pub vector: Option<&'a [f32]>,
+    pub filter: &'a ToolFilter,
+    /// Candidates per retriever.
+    pub limit: usize,
+}
+
+/// One index's answer to a [`ToolQuery`]: each retriever that ran, both on the same generation.
+#[derive(Debug)]
+pub struct IndexAnswer {
+    /// The generation of the index the retrievers searched.
+    pub generation: u64,
+    pub lexical: Option<Result<Scored>>,
+    pub dense: Option<Result<Scored>>,
+    pub lexical_ms: f64,
+    pub dense_ms: f64,
+}
+
+/// A tool index searched for the shard: a catalog index ([`IntegrationIndex`]) or the index of a
+/// request's inline tools ([`crate::InlineIndex`]). Both score a tool the same way.
+pub trait ToolSource: Send + Sync {
+    /// The integration named in failures of this index.
+    fn integration(&self) -> &str;
+    /// The record behind a vector id.
+    fn tool(&self, id: u64) -> Option<Arc<ToolRecord>>;
+    /// Runs the retrievers of `query`, with scratch space reused across calls.
+    fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer;
 }
 
 #[derive(Serialize, Deserialize)]
@@ -92,7 +134,7 @@ impl std::hash::Hasher for IdHasher {
 
 pub(crate) type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
-struct State {
+pub(crate) struct State {
     /// The searcher of the committed generation `generation`, published with the maps below.
     searcher: Searcher,
     /// The `id` fast-field column of each of the searcher's segments.
@@ -102,6 +144,177 @@ struct State {
     vectors: Option<IdMap<FlatIndexImpl>>,
     dim: usize,
     generation: u64,
+}
+
+impl State {
+    /// The state of a searcher whose documents are exactly `batch` (from [`prepare_batch`]),
+    /// with the dense index built from their vectors.
+    pub(crate) fn of_batch(
+        searcher: Searcher,
+        batch: Vec<(u64, IndexedTool)>,
+        generation: u64,
+    ) -> Result<Self> {
+        let mut tools = IdMapOf::default();
+        let mut ids = HashMap::with_capacity(batch.len());
+        let mut vectors = Vec::with_capacity(batch.len());
+        for (id, tool) in batch {
+            ids.insert(tool.record.name.clone(), id);
+            tools.insert(id, Arc::new(tool.record));
+            vectors.push((id, tool.vector));
+        }
+        let (vectors, dim) = rebuild(&vectors)?;
+        Ok(State {
+            id_columns: id_columns(&searcher)?,
+            searcher,
+            tools,
+            ids,
+            vectors,
+            dim,
+            generation,
+        })
+    }
+
+    pub(crate) fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    pub(crate) fn tools(&self) -> &IdMapOf<Arc<ToolRecord>> {
+        &self.tools
+    }
+
+    /// See [`IntegrationIndex::search_lexical`].
+    pub(crate) fn search_lexical(
+        &self,
+        fields: &Fields,
+        query: &LexicalQuery,
+        filter: &ToolFilter,
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Result<Scored> {
+        let mut out = Scored::default();
+        if query.is_empty() || limit == 0 {
+            return Ok(out);
+        }
+        let fields = fields.text_fields();
+        for (segment, ids) in self.searcher.segment_readers().iter().zip(&self.id_columns) {
+            query.score_segment(segment, &fields, buffers)?;
+            let ScoreBuffers {
+                scores, matched, ..
+            } = &*buffers;
+            if matched.is_empty() {
+                continue;
+            }
+            let alive = segment.alive_bitset();
+            for &doc in matched {
+                if alive.is_some_and(|a| a.is_deleted(doc)) {
+                    continue;
+                }
+                let Some((id, tool)) = ids
+                    .first(doc)
+                    .and_then(|id| self.tools.get(&id).map(|t| (id, t)))
+                else {
+                    continue;
+                };
+                if !filter.in_scope(tool) {
+                    continue;
+                }
+                let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
+                    &mut out.eligible
+                } else {
+                    &mut out.excluded
+                };
+                list.push((scores[doc as usize], id));
+            }
+        }
+        for list in [&mut out.eligible, &mut out.excluded] {
+            list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            list.truncate(limit);
+        }
+        Ok(out)
+    }
+
+    /// See [`IntegrationIndex::search_dense`].
+    pub(crate) fn search_dense(
+        &self,
+        query: &[f32],
+        filter: &ToolFilter,
+        limit: usize,
+    ) -> Result<Scored> {
+        let mut out = Scored::default();
+        let Some(vectors) = &self.vectors else {
+            return Ok(out);
+        };
+        if query.len() != self.dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "query vector has {} dimensions, the index holds {}-d vectors",
+                    query.len(),
+                    self.dim
+                ),
+            ));
+        }
+        let total = vectors.ntotal() as usize;
+        let filtered = filter.categories.is_some() || filter.max_side_effect.is_some();
+        let k = if filtered { total } else { limit.min(total) };
+        if k == 0 {
+            return Ok(out);
+        }
+        let result = vectors.search(query, k)?;
+        if !filtered {
+            out.eligible = result
+                .labels
+                .iter()
+                .zip(result.distances)
+                .filter_map(|(l, s)| Some((s, l.get()?)))
+                .collect();
+            return Ok(out);
+        }
+        for (label, score) in result.labels.iter().zip(result.distances) {
+            let Some((id, tool)) = label
+                .get()
+                .and_then(|id| self.tools.get(&id).map(|t| (id, t)))
+            else {
+                continue;
+            };
+            if !filter.in_scope(tool) {
+                continue;
+            }
+            let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
+                &mut out.eligible
+            } else {
+                &mut out.excluded
+            };
+            if list.len() < limit {
+                list.push((score, id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Both retrievers of `query` on this state, so that they see the same generation.
+    pub(crate) fn search(
+        &self,
+        fields: &Fields,
+        query: &ToolQuery,
+        buffers: &mut ScoreBuffers,
+    ) -> IndexAnswer {
+        let started = Instant::now();
+        let lexical = query.lexical.map(|lexical| {
+            self.search_lexical(fields, lexical, query.filter, query.limit, buffers)
+        });
+        let lexical_done = Instant::now();
+        let dense = query
+            .vector
+            .map(|vector| self.search_dense(vector, query.filter, query.limit));
+        IndexAnswer {
+            generation: self.generation,
+            lexical,
+            dense,
+            lexical_ms: (lexical_done - started).as_secs_f64() * 1e3,
+            dense_ms: lexical_done.elapsed().as_secs_f64() * 1e3,
+        }
+    }
 }
 
 pub struct IntegrationIndex {
@@ -184,79 +397,21 @@ impl IntegrationIndex {
     /// Returns the new generation.
     pub fn upsert(&self, tools: Vec<IndexedTool>) -> Result<u64> {
         let _write = self.write_lock.lock();
-        let mut by_name: HashMap<String, IndexedTool> = HashMap::new();
-        for tool in tools {
-            by_name.insert(tool.record.name.clone(), tool);
-        }
-        if by_name.is_empty() {
+        let batch = {
+            let state = self.state.read();
+            prepare_batch(tools, Some(&self.integration), state.dim, &state.tools)?
+        };
+        if batch.is_empty() {
             return Ok(self.generation());
         }
-        let mut batch: Vec<(u64, IndexedTool)> = Vec::with_capacity(by_name.len());
-        {
-            let state = self.state.read();
-            let mut dim = state.dim;
-            for (name, tool) in by_name {
-                if tool.record.integration != self.integration {
-                    return Err(IndexError::invalid(
-                        "integration",
-                        format!(
-                            "tool `{name}` belongs to `{}`, not `{}`",
-                            tool.record.integration, self.integration
-                        ),
-                    ));
-                }
-                if tool.vector.is_empty() || tool.vector.iter().any(|x| !x.is_finite()) {
-                    return Err(IndexError::invalid(
-                        "vector",
-                        format!("tool `{name}` needs a finite, non-empty vector"),
-                    ));
-                }
-                if dim == 0 {
-                    dim = tool.vector.len();
-                } else if tool.vector.len() != dim {
-                    return Err(IndexError::invalid(
-                        "vector",
-                        format!(
-                            "tool `{name}` has a {}-d vector, the index holds {dim}-d vectors",
-                            tool.vector.len()
-                        ),
-                    ));
-                }
-                let id = stable_id(&name);
-                if let Some(other) = batch.iter().find(|(other, _)| *other == id) {
-                    return Err(IndexError::Corrupt(format!(
-                        "vector id collision between `{name}` and `{}`",
-                        other.1.record.name
-                    )));
-                }
-                if let Some(other) = state.tools.get(&id)
-                    && other.name != name
-                {
-                    return Err(IndexError::Corrupt(format!(
-                        "vector id collision between `{name}` and `{}`",
-                        other.name
-                    )));
-                }
-                batch.push((id, tool));
-            }
-        }
-        batch.sort_by_key(|(id, _)| *id);
         let generation = self.generation() + 1;
         let writer = self.writer()?;
         for (id, tool) in &batch {
-            let record = &tool.record;
-            writer.delete_term(Term::from_field_text(self.fields.name_exact, &record.name));
-            writer.add_document(doc!(
-                self.fields.name => record.name_text(),
-                self.fields.description => record.description.as_str(),
-                self.fields.params => record.parameter_text(),
-                self.fields.name_exact => record.name.as_str(),
-                self.fields.category => record.category.as_str(),
-                self.fields.side_effect => record.side_effect.as_str(),
-                self.fields.id => *id,
-                self.fields.record => serde_json::to_string(record).map_err(|e| IndexError::Corrupt(e.to_string()))?,
-                self.fields.vector => encode_vector(&tool.vector),
-            ))?;
+            writer.delete_term(Term::from_field_text(
+                self.fields.name_exact,
+                &tool.record.name,
+            ));
+            writer.add_document(tool_document(&self.fields, *id, tool, true)?)?;
         }
         // The first vectors of this index decide its dimension; create the FAISS index before the
         // commit so that nothing can fail for lack of it afterwards.
@@ -367,103 +522,14 @@ impl IntegrationIndex {
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        let mut out = Scored::default();
-        if query.is_empty() || limit == 0 {
-            return Ok(out);
-        }
-        let state = self.state.read();
-        let searcher = &state.searcher;
-        let fields = self.fields.text_fields();
-        for (segment, ids) in searcher.segment_readers().iter().zip(&state.id_columns) {
-            query.score_segment(segment, &fields, buffers)?;
-            let ScoreBuffers {
-                scores, matched, ..
-            } = &*buffers;
-            if matched.is_empty() {
-                continue;
-            }
-            let alive = segment.alive_bitset();
-            for &doc in matched {
-                if alive.is_some_and(|a| a.is_deleted(doc)) {
-                    continue;
-                }
-                let Some((id, tool)) = ids
-                    .first(doc)
-                    .and_then(|id| state.tools.get(&id).map(|t| (id, t)))
-                else {
-                    continue;
-                };
-                if !filter.in_scope(tool) {
-                    continue;
-                }
-                let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
-                    &mut out.eligible
-                } else {
-                    &mut out.excluded
-                };
-                list.push((scores[doc as usize], id));
-            }
-        }
-        for list in [&mut out.eligible, &mut out.excluded] {
-            list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            list.truncate(limit);
-        }
-        Ok(out)
+        self.state
+            .read()
+            .search_lexical(&self.fields, query, filter, limit, buffers)
     }
 
     /// Inner-product (cosine, vectors are normalised) nearest neighbours of `query`.
     pub fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
-        let mut out = Scored::default();
-        let state = self.state.read();
-        let Some(vectors) = &state.vectors else {
-            return Ok(out);
-        };
-        if query.len() != state.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    state.dim
-                ),
-            ));
-        }
-        let total = vectors.ntotal() as usize;
-        let filtered = filter.categories.is_some() || filter.max_side_effect.is_some();
-        let k = if filtered { total } else { limit.min(total) };
-        if k == 0 {
-            return Ok(out);
-        }
-        let result = vectors.search(query, k)?;
-        if !filtered {
-            out.eligible = result
-                .labels
-                .iter()
-                .zip(result.distances)
-                .filter_map(|(l, s)| Some((s, l.get()?)))
-                .collect();
-            return Ok(out);
-        }
-        for (label, score) in result.labels.iter().zip(result.distances) {
-            let Some((id, tool)) = label
-                .get()
-                .and_then(|id| state.tools.get(&id).map(|t| (id, t)))
-            else {
-                continue;
-            };
-            if !filter.in_scope(tool) {
-                continue;
-            }
-            let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
-                &mut out.eligible
-            } else {
-                &mut out.excluded
-            };
-            if list.len() < limit {
-                list.push((score, id));
-            }
-        }
-        Ok(out)
+        self.state.read().search_dense(query, filter, limit)
     }
 
     /// The record behind a vector id.
@@ -491,6 +557,127 @@ impl IntegrationIndex {
             None => Ok(()),
         }
     }
+}
+
+impl<T: ToolSource + ?Sized> ToolSource for Arc<T> {
+    fn integration(&self) -> &str {
+        (**self).integration()
+    }
+
+    fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
+        (**self).tool(id)
+    }
+
+    fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
+        (**self).search(query, buffers)
+    }
+}
+
+impl ToolSource for IntegrationIndex {
+    fn integration(&self) -> &str {
+        &self.integration
+    }
+
+    fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
+        IntegrationIndex::tool(self, id)
+    }
+
+    /// Both retrievers under one read of the state: a concurrent write publishes before or after
+    /// them, never between.
+    fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
+        self.state.read().search(&self.fields, query, buffers)
+    }
+}
+
+/// Checks tools to be indexed and gives each its vector id: the last of duplicate names wins;
+/// every tool needs a finite, non-empty vector of one dimension (`dim`, the index's, or the first
+/// tool's when 0) and, with `integration`, must belong to it; ids must not collide within the batch
+/// or with another name in `existing`. Sorted by id.
+pub(crate) fn prepare_batch(
+    tools: Vec<IndexedTool>,
+    integration: Option<&str>,
+    mut dim: usize,
+    existing: &IdMapOf<Arc<ToolRecord>>,
+) -> Result<Vec<(u64, IndexedTool)>> {
+    let mut by_name: HashMap<String, IndexedTool> = HashMap::new();
+    for tool in tools {
+        by_name.insert(tool.record.name.clone(), tool);
+    }
+    let mut batch: Vec<(u64, IndexedTool)> = Vec::with_capacity(by_name.len());
+    for (name, tool) in by_name {
+        if let Some(integration) = integration
+            && tool.record.integration != integration
+        {
+            return Err(IndexError::invalid(
+                "integration",
+                format!(
+                    "tool `{name}` belongs to `{}`, not `{integration}`",
+                    tool.record.integration
+                ),
+            ));
+        }
+        if tool.vector.is_empty() || tool.vector.iter().any(|x| !x.is_finite()) {
+            return Err(IndexError::invalid(
+                "vector",
+                format!("tool `{name}` needs a finite, non-empty vector"),
+            ));
+        }
+        if dim == 0 {
+            dim = tool.vector.len();
+        } else if tool.vector.len() != dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "tool `{name}` has a {}-d vector, the index holds {dim}-d vectors",
+                    tool.vector.len()
+                ),
+            ));
+        }
+        let id = stable_id(&name);
+        if let Some(other) = batch.iter().find(|(other, _)| *other == id) {
+            return Err(IndexError::Corrupt(format!(
+                "vector id collision between `{name}` and `{}`",
+                other.1.record.name
+            )));
+        }
+        if let Some(other) = existing.get(&id)
+            && other.name != name
+        {
+            return Err(IndexError::Corrupt(format!(
+                "vector id collision between `{name}` and `{}`",
+                other.name
+            )));
+        }
+        batch.push((id, tool));
+    }
+    batch.sort_by_key(|(id, _)| *id);
+    Ok(batch)
+}
+
+/// The tantivy document of a tool with vector id `id`: every field a search reads, and with
+/// `stored`, the record and vector an index reloads from disk.
+pub(crate) fn tool_document(
+    fields: &Fields,
+    id: u64,
+    tool: &IndexedTool,
+    stored: bool,
+) -> Result<TantivyDocument> {
+    let record = &tool.record;
+    let mut document = doc!(
+        fields.name => record.name_text(),
+        fields.description => record.description.as_str(),
+        fields.params => record.parameter_text(),
+        fields.name_exact => record.name.as_str(),
+        fields.category => record.category.as_str(),
+        fields.side_effect => record.side_effect.as_str(),
+        fields.id => id,
+    );
+    if stored {
+        let json = serde_json::to_string(record).map_err(|e| IndexError::Corrupt(e.to_string()))?;
+        document.add_text(fields.record, json);
+        document.add_bytes(fields.vector, &encode_vector(&tool.vector));
+    }
+    Ok(document)
 }
 
 /// Writes the FAISS snapshot of `generation` to `dir` (`vectors.faiss`, then `vectors.json`), each

@@ -1,9 +1,11 @@
 //! Metadata of agentsearch: projects, the placement of integrations on shards, and the catalog
 //! ledger (tool name -> integration and content hash, which makes ingest idempotent and lets a
 //! tool move between integrations), and the metadata of context search (syncs, what each knows
-//! of its records and their ACLs, and the source's group memberships). Two implementations behind [`MetadataStore`]: PostgreSQL
-//! ([`PgStore`], distributed mode) and embedded SQLite ([`SqliteStore`], `serve`), with the same
-//! schema and migrations, checked by one conformance suite.
+//! of its records and their ACLs, and the source's group memberships), and the connections of
+//! users (their accounts on each integration, one of them the default). Two implementations
+//! behind [`MetadataStore`]: PostgreSQL ([`PgStore`], distributed mode) and embedded SQLite
+//! ([`SqliteStore`], `serve`), with the same schema and migrations, checked by one conformance
+//! suite.
 //!
 //! It does not hold indexes or tool bodies: shards do.
 
@@ -55,6 +57,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_catalog.sql")),
     (2, include_str!("../migrations/0002_stale_integrations.sql")),
     (3, include_str!("../migrations/0003_context.sql")),
+    (4, include_str!("../migrations/0004_connections.sql")),
 ];
 
 /// Where one integration of a project lives.
@@ -102,6 +105,40 @@ pub struct RecordEntry {
     pub segments: u64,
     /// Principal tokens of the record's ACL, sorted.
     pub principals: Vec<String>,
+}
+
+/// A connection to write: one account of a user on an integration. `status` and `account_type`
+/// are validated by the caller and stored as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionInput {
+    /// Integration slug, e.g. `gmail`.
+    pub integration: String,
+    /// The account on the integration, e.g. an email address.
+    pub account_id: String,
+    pub alias: Option<String>,
+    /// `active`, `inactive`, `expired`, `revoked` or `error`.
+    pub status: String,
+    /// `private` or `shared`.
+    pub account_type: String,
+    /// Whether this account becomes the user's default on the integration.
+    pub is_default: bool,
+    /// What the integration says of the account, as JSON text.
+    pub user_info: Option<String>,
+}
+
+/// A stored connection of a user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionRow {
+    pub integration: String,
+    pub account_id: String,
+    pub alias: Option<String>,
+    pub status: String,
+    pub account_type: String,
+    /// Exactly one account of each integration of a user is the default.
+    pub is_default: bool,
+    pub user_info: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
 }
 
 /// A comma separated list (stale integrations, shard ids) as stored.
@@ -218,6 +255,45 @@ pub trait MetadataStore: Send + Sync + 'static {
         sync_id: &str,
         principals: &[String],
     ) -> Result<u64>;
+
+    // Connections. Every method sees only the connections of `user_id` (compared exactly) in
+    // `project_id`; those of other users and projects read as absent and are never written.
+
+    /// In one transaction (the project row is created if missing): inserts each input, or updates
+    /// the account's row if it exists (every field as given; `created_at` is kept, `updated_at`
+    /// set to now; of inputs naming the same account the last wins). An input with `is_default`
+    /// takes the default from every other account of the user on its integration (of several
+    /// such inputs of one integration the last wins); an input without it stores the account as
+    /// not default. Then each integration of the inputs that has accounts but no default gets
+    /// one: the earliest created, ties broken by the smallest account id. Rows whose
+    /// `is_default` changes this way get `updated_at` now too. Returns the user's connections of
+    /// the integrations of the inputs, in the order of [`MetadataStore::list_connections`]. An
+    /// empty slice writes nothing and returns nothing.
+    async fn upsert_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        inputs: &[ConnectionInput],
+    ) -> Result<Vec<ConnectionRow>>;
+    /// The user's connections of the named integrations (all when `integrations` is empty),
+    /// ordered by integration, then the default first, then by `created_at`, then by account id
+    /// (strings in byte order, the same in both stores).
+    async fn list_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integrations: &[String],
+    ) -> Result<Vec<ConnectionRow>>;
+    /// Removes one connection; returns whether it existed. If it was the default of its
+    /// integration and the user has other accounts there, the earliest created (then the
+    /// smallest account id) becomes the default, in the same transaction.
+    async fn delete_connection(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integration: &str,
+        account_id: &str,
+    ) -> Result<bool>;
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -314,6 +390,73 @@ pub(crate) fn attach_principals(
 /// Syncs ordered by created_at then id (byte order, the same in both stores).
 pub(crate) fn sort_syncs(syncs: &mut [SyncRow]) {
     syncs.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+}
+
+/// The connections to write, one per account (the last input naming an account wins, at the
+/// position of that last input), with at most one default per integration: the last input of
+/// the integration asking for it.
+pub(crate) fn connection_inputs(inputs: &[ConnectionInput]) -> Vec<ConnectionInput> {
+    let mut seen = std::collections::HashSet::new();
+    let mut defaulted = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs.iter().rev() {
+        if !seen.insert((input.integration.as_str(), input.account_id.as_str())) {
+            continue;
+        }
+        let keeps_default = input.is_default && defaulted.insert(input.integration.as_str());
+        out.push(ConnectionInput {
+            is_default: keeps_default,
+            ..input.clone()
+        });
+    }
+    out.reverse();
+    out
+}
+
+/// Distinct integrations of the inputs, sorted.
+pub(crate) fn connection_integrations(inputs: &[ConnectionInput]) -> Vec<String> {
+    let mut integrations: Vec<String> = inputs.iter().map(|i| i.integration.clone()).collect();
+    integrations.sort_unstable();
+    integrations.dedup();
+    integrations
+}
+
+/// Connections in list order: integration, the default first, `created_at`, account id (byte
+/// order, the same in both stores).
+pub(crate) fn sort_connections(rows: &mut [ConnectionRow]) {
+    rows.sort_by(|a, b| {
+        (
+            &a.integration,
+            !a.is_default,
+            a.created_at_ms,
+            &a.account_id,
+        )
+            .cmp(&(
+                &b.integration,
+                !b.is_default,
+                b.created_at_ms,
+                &b.account_id,
+            ))
+    });
+}
+
+/// Sorts one user's `rows` (every row of each integration present) and makes the earliest
+/// created account (then the smallest account id) the default of each integration that has
+/// none, updated at `now`. Returns the `(integration, account id)` made default, for the store
+/// to write.
+pub(crate) fn elect_defaults(rows: &mut [ConnectionRow], now: i64) -> Vec<(String, String)> {
+    sort_connections(rows);
+    let mut elected = Vec::new();
+    for group in rows.chunk_by_mut(|a, b| a.integration == b.integration) {
+        // Sorted: a default would come first, and without one the first is the earliest.
+        let first = &mut group[0];
+        if !first.is_default {
+            first.is_default = true;
+            first.updated_at_ms = now;
+            elected.push((first.integration.clone(), first.account_id.clone()));
+        }
+    }
+    elected
 }
 
 /// Groups placement rows (project-ordered by integration, then replica) into [`Placement`]s.
@@ -450,6 +593,7 @@ pub mod conformance {
         assert_eq!(store.catalog_size(p).await.unwrap(), 4);
 
         context(store, p, q).await;
+        connections(store).await;
     }
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -1047,5 +1191,557 @@ pub mod conformance {
             .map(|s| s.id)
             .collect();
         assert_eq!(listed, ["sync-b", "sync-a"]);
+    }
+
+    /// Connections: upsert, list, defaults, delete, isolation.
+    async fn connections(store: &dyn MetadataStore) {
+        let p = "00000000-0000-4000-8000-0000000000e1";
+        let q = "00000000-0000-4000-8000-0000000000e2";
+        connections_empty_input(store, p).await;
+        connections_insert_and_list(store, p).await;
+        connections_update_keeps_created_at(store, p).await;
+        connections_default_is_unique(store, p).await;
+        connections_two_defaults_in_one_call(store, p).await;
+        connections_reelect_after_delete(store, p).await;
+        connections_elect_among_non_defaults(store, p).await;
+        connections_filter_by_integrations(store, p).await;
+        connections_isolated_by_project_and_user(store, p, q).await;
+        connections_reupsert_is_idempotent(store, p).await;
+    }
+
+    fn conn(integration: &str, account_id: &str, is_default: bool) -> ConnectionInput {
+        ConnectionInput {
+            integration: integration.into(),
+            account_id: account_id.into(),
+            alias: None,
+            status: "active".into(),
+            account_type: "private".into(),
+            is_default,
+            user_info: None,
+        }
+    }
+
+    /// `integration:account`, with `*` after the default.
+    fn shape(rows: &[ConnectionRow]) -> Vec<String> {
+        rows.iter()
+            .map(|r| {
+                let star = if r.is_default { "*" } else { "" };
+                format!("{}:{}{star}", r.integration, r.account_id)
+            })
+            .collect()
+    }
+
+    async fn upsert(
+        store: &dyn MetadataStore,
+        p: &str,
+        user: &str,
+        inputs: &[ConnectionInput],
+    ) -> Vec<ConnectionRow> {
+        let rows = store.upsert_connections(p, user, inputs).await.unwrap();
+        // Later calls in a test see later timestamps.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        rows
+    }
+
+    async fn listed(
+        store: &dyn MetadataStore,
+        p: &str,
+        user: &str,
+        integrations: &[&str],
+    ) -> Vec<ConnectionRow> {
+        store
+            .list_connections(p, user, &strings(integrations))
+            .await
+            .unwrap()
+    }
+
+    /// An empty upsert writes nothing, not even the project row.
+    async fn connections_empty_input(store: &dyn MetadataStore, p: &str) {
+        let fresh = "00000000-0000-4000-8000-0000000000e9";
+        assert!(
+            store
+                .upsert_connections(fresh, "alice", &[])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(listed(store, fresh, "alice", &[]).await.is_empty());
+        assert!(
+            store
+                .upsert_connections(p, "alice", &[])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(listed(store, p, "alice", &[]).await.is_empty());
+        assert!(
+            !store
+                .delete_connection(p, "alice", "gmail", "a@x.com")
+                .await
+                .unwrap()
+        );
+    }
+
+    /// Every field is stored as given; the first account of an integration becomes its default;
+    /// the returned rows are the listed ones.
+    async fn connections_insert_and_list(store: &dyn MetadataStore, p: &str) {
+        let info = r#"{"email":"a@x.com","name":"Alice O'Hara ✓"}"#;
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[
+                ConnectionInput {
+                    alias: Some("work".into()),
+                    status: "expired".into(),
+                    account_type: "shared".into(),
+                    user_info: Some(info.into()),
+                    ..conn("gmail", "a@x.com", false)
+                },
+                conn("slack", "U1", true),
+            ],
+        )
+        .await;
+        assert_eq!(shape(&rows), ["gmail:a@x.com*", "slack:U1*"]);
+        let gmail = &rows[0];
+        assert_eq!(gmail.alias.as_deref(), Some("work"));
+        assert_eq!(
+            (gmail.status.as_str(), gmail.account_type.as_str()),
+            ("expired", "shared")
+        );
+        assert_eq!(gmail.user_info.as_deref(), Some(info));
+        assert!(gmail.created_at_ms > 1_600_000_000_000);
+        assert_eq!(gmail.updated_at_ms, gmail.created_at_ms);
+        assert_eq!(
+            (rows[1].alias.as_ref(), rows[1].user_info.as_ref()),
+            (None, None)
+        );
+        assert_eq!(listed(store, p, "alice", &[]).await, rows);
+    }
+
+    /// An update replaces the fields, keeps `created_at` and moves `updated_at`.
+    async fn connections_update_keeps_created_at(store: &dyn MetadataStore, p: &str) {
+        let before = listed(store, p, "alice", &["gmail"]).await;
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[ConnectionInput {
+                alias: Some("perso".into()),
+                status: "revoked".into(),
+                ..conn("gmail", "a@x.com", true)
+            }],
+        )
+        .await;
+        assert_eq!(shape(&rows), ["gmail:a@x.com*"]);
+        let (old, new) = (&before[0], &rows[0]);
+        assert_eq!(new.created_at_ms, old.created_at_ms);
+        assert!(new.updated_at_ms > old.updated_at_ms);
+        assert_eq!(
+            (
+                new.alias.as_deref(),
+                new.status.as_str(),
+                new.account_type.as_str(),
+                new.user_info.as_deref()
+            ),
+            (Some("perso"), "revoked", "private", None)
+        );
+        // Only the integration written is returned; the other is untouched.
+        assert_eq!(
+            shape(&listed(store, p, "alice", &[]).await),
+            ["gmail:a@x.com*", "slack:U1*"]
+        );
+    }
+
+    /// A new default takes it from the others; a non-default account leaves it where it is.
+    async fn connections_default_is_unique(store: &dyn MetadataStore, p: &str) {
+        let rows = upsert(store, p, "alice", &[conn("gmail", "b@x.com", true)]).await;
+        assert_eq!(shape(&rows), ["gmail:b@x.com*", "gmail:a@x.com"]);
+        let a_before = listed(store, p, "alice", &["gmail"]).await[1].clone();
+        let rows = upsert(store, p, "alice", &[conn("gmail", "c@x.com", false)]).await;
+        assert_eq!(
+            shape(&rows),
+            ["gmail:b@x.com*", "gmail:a@x.com", "gmail:c@x.com"]
+        );
+        // A row that loses nothing keeps its updated_at.
+        assert_eq!(rows[1], a_before);
+        let rows = upsert(store, p, "alice", &[conn("gmail", "a@x.com", true)]).await;
+        assert_eq!(
+            shape(&rows),
+            ["gmail:a@x.com*", "gmail:b@x.com", "gmail:c@x.com"]
+        );
+        // The row that lost the default was updated.
+        assert_eq!(rows[1].updated_at_ms, rows[0].updated_at_ms);
+        assert!(rows[1].updated_at_ms > rows[1].created_at_ms);
+        assert_eq!(
+            shape(&listed(store, p, "alice", &["slack"]).await),
+            ["slack:U1*"]
+        );
+    }
+
+    /// Of several inputs asking for the default of one integration the last wins; of several
+    /// inputs naming one account the last wins.
+    async fn connections_two_defaults_in_one_call(store: &dyn MetadataStore, p: &str) {
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[
+                conn("gmail", "b@x.com", true),
+                conn("gmail", "c@x.com", true),
+            ],
+        )
+        .await;
+        assert_eq!(
+            shape(&rows),
+            ["gmail:c@x.com*", "gmail:a@x.com", "gmail:b@x.com"]
+        );
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[
+                conn("gmail", "c@x.com", true),
+                conn("slack", "U2", true),
+                conn("gmail", "b@x.com", true),
+            ],
+        )
+        .await;
+        assert_eq!(
+            shape(&rows),
+            [
+                "gmail:b@x.com*",
+                "gmail:a@x.com",
+                "gmail:c@x.com",
+                "slack:U2*",
+                "slack:U1"
+            ]
+        );
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[
+                ConnectionInput {
+                    alias: Some("one".into()),
+                    ..conn("gmail", "c@x.com", true)
+                },
+                ConnectionInput {
+                    alias: Some("two".into()),
+                    ..conn("gmail", "c@x.com", false)
+                },
+            ],
+        )
+        .await;
+        assert_eq!(
+            shape(&rows),
+            ["gmail:b@x.com*", "gmail:a@x.com", "gmail:c@x.com"]
+        );
+        assert_eq!(rows[2].alias.as_deref(), Some("two"));
+        // Never more than one default per integration.
+        let all = listed(store, p, "alice", &[]).await;
+        assert_eq!(all.iter().filter(|r| r.is_default).count(), 2);
+    }
+
+    /// Deleting the default makes the earliest created remaining account the default.
+    async fn connections_reelect_after_delete(store: &dyn MetadataStore, p: &str) {
+        assert!(
+            store
+                .delete_connection(p, "alice", "gmail", "b@x.com")
+                .await
+                .unwrap()
+        );
+        let rows = listed(store, p, "alice", &["gmail"]).await;
+        assert_eq!(shape(&rows), ["gmail:a@x.com*", "gmail:c@x.com"]);
+        assert!(rows[0].updated_at_ms > rows[0].created_at_ms);
+        assert!(
+            !store
+                .delete_connection(p, "alice", "gmail", "b@x.com")
+                .await
+                .unwrap()
+        );
+        // Deleting a non-default account leaves the default alone.
+        assert!(
+            store
+                .delete_connection(p, "alice", "gmail", "c@x.com")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            listed(store, p, "alice", &["gmail"]).await,
+            rows[..1].to_vec()
+        );
+        // The last account goes: nothing to elect.
+        assert!(
+            store
+                .delete_connection(p, "alice", "gmail", "a@x.com")
+                .await
+                .unwrap()
+        );
+        assert!(listed(store, p, "alice", &["gmail"]).await.is_empty());
+        assert_eq!(
+            shape(&listed(store, p, "alice", &[]).await),
+            ["slack:U2*", "slack:U1"]
+        );
+        // The integration must match too.
+        assert!(
+            !store
+                .delete_connection(p, "alice", "gmail", "U1")
+                .await
+                .unwrap()
+        );
+    }
+
+    /// Accounts written without a default: the earliest created is elected, ties broken by the
+    /// smallest account id in byte order.
+    async fn connections_elect_among_non_defaults(store: &dyn MetadataStore, p: &str) {
+        let rows = upsert(
+            store,
+            p,
+            "alice",
+            &[
+                conn("outlook", "b@y.com", false),
+                conn("outlook", "B@y.com", false),
+            ],
+        )
+        .await;
+        assert_eq!(shape(&rows), ["outlook:B@y.com*", "outlook:b@y.com"]);
+        assert_eq!(rows[0].created_at_ms, rows[1].created_at_ms);
+        let rows = upsert(store, p, "alice", &[conn("outlook", "A@y.com", false)]).await;
+        assert_eq!(
+            shape(&rows),
+            ["outlook:B@y.com*", "outlook:b@y.com", "outlook:A@y.com"]
+        );
+        // The default written as not default: the integration is left without one, so the
+        // earliest created account is elected again.
+        let rows = upsert(store, p, "alice", &[conn("outlook", "B@y.com", false)]).await;
+        assert_eq!(
+            shape(&rows),
+            ["outlook:B@y.com*", "outlook:b@y.com", "outlook:A@y.com"]
+        );
+        let rows = upsert(store, p, "alice", &[conn("outlook", "A@y.com", true)]).await;
+        assert_eq!(
+            shape(&rows),
+            ["outlook:A@y.com*", "outlook:B@y.com", "outlook:b@y.com"]
+        );
+        assert!(
+            store
+                .delete_connection(p, "alice", "outlook", "A@y.com")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            shape(&listed(store, p, "alice", &["outlook"]).await),
+            ["outlook:B@y.com*", "outlook:b@y.com"]
+        );
+    }
+
+    /// Listing named integrations only; unknown names match nothing.
+    async fn connections_filter_by_integrations(store: &dyn MetadataStore, p: &str) {
+        let all = listed(store, p, "alice", &[]).await;
+        assert_eq!(
+            shape(&all),
+            [
+                "outlook:B@y.com*",
+                "outlook:b@y.com",
+                "slack:U2*",
+                "slack:U1"
+            ]
+        );
+        assert_eq!(
+            listed(store, p, "alice", &["slack"]).await,
+            all[2..].to_vec()
+        );
+        assert_eq!(
+            listed(store, p, "alice", &["slack", "nope", "outlook", "slack"]).await,
+            all
+        );
+        assert!(listed(store, p, "alice", &["nope"]).await.is_empty());
+        assert!(listed(store, p, "alice", &["Slack"]).await.is_empty());
+    }
+
+    /// Other projects and users (user ids compared exactly) neither see nor change the rows.
+    async fn connections_isolated_by_project_and_user(store: &dyn MetadataStore, p: &str, q: &str) {
+        let before = listed(store, p, "alice", &[]).await;
+        let odd = "o'brien ✓ \"x\"); DROP TABLE connections; --";
+        let in_q = upsert(store, q, "alice", &[conn("slack", "U1", false)]).await;
+        assert_eq!(shape(&in_q), ["slack:U1*"]);
+        upsert(store, p, "Alice", &[conn("slack", "U9", true)]).await;
+        upsert(store, p, "alice ", &[conn("slack", "U8", true)]).await;
+        upsert(
+            store,
+            p,
+            odd,
+            &[conn("slack", "U7", true), conn("slack", "U1", false)],
+        )
+        .await;
+        assert_eq!(listed(store, p, "alice", &[]).await, before);
+        assert_eq!(listed(store, q, "alice", &[]).await, in_q);
+        assert_eq!(shape(&listed(store, p, "Alice", &[]).await), ["slack:U9*"]);
+        assert_eq!(shape(&listed(store, p, "alice ", &[]).await), ["slack:U8*"]);
+        assert_eq!(
+            shape(&listed(store, p, odd, &[]).await),
+            ["slack:U7*", "slack:U1"]
+        );
+        assert!(listed(store, p, "bob", &[]).await.is_empty());
+        // Deletes do not reach across projects or users.
+        assert!(
+            !store
+                .delete_connection(p, "bob", "slack", "U2")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .delete_connection(q, "alice", "slack", "U1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .delete_connection(p, odd, "slack", "U7")
+                .await
+                .unwrap()
+        );
+        assert_eq!(shape(&listed(store, p, odd, &[]).await), ["slack:U1*"]);
+        assert!(listed(store, q, "alice", &[]).await.is_empty());
+        assert_eq!(listed(store, p, "alice", &[]).await, before);
+        // A default in one project leaves the other's default alone.
+        upsert(
+            store,
+            q,
+            "alice",
+            &[conn("slack", "U2", false), conn("slack", "U3", true)],
+        )
+        .await;
+        assert_eq!(listed(store, p, "alice", &[]).await, before);
+        assert_eq!(
+            shape(&listed(store, q, "alice", &[]).await),
+            ["slack:U3*", "slack:U2"]
+        );
+    }
+
+    /// Writing the same connections again changes nothing but `updated_at`.
+    async fn connections_reupsert_is_idempotent(store: &dyn MetadataStore, p: &str) {
+        let inputs = [
+            ConnectionInput {
+                alias: Some("home".into()),
+                user_info: Some("{}".into()),
+                ..conn("drive", "d1", false)
+            },
+            conn("drive", "d2", true),
+            conn("jira", "j1", false),
+        ];
+        let first = upsert(store, p, "carol", &inputs).await;
+        assert_eq!(shape(&first), ["drive:d2*", "drive:d1", "jira:j1*"]);
+        let second = upsert(store, p, "carol", &inputs).await;
+        let strip = |rows: &[ConnectionRow]| -> Vec<ConnectionRow> {
+            rows.iter()
+                .map(|r| ConnectionRow {
+                    updated_at_ms: 0,
+                    ..r.clone()
+                })
+                .collect()
+        };
+        assert_eq!(strip(&second), strip(&first));
+        assert!(
+            second
+                .iter()
+                .zip(&first)
+                .all(|(b, a)| b.updated_at_ms > a.updated_at_ms)
+        );
+        assert_eq!(listed(store, p, "carol", &[]).await, second);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(
+        integration: &str,
+        account_id: &str,
+        is_default: bool,
+        alias: &str,
+    ) -> ConnectionInput {
+        ConnectionInput {
+            integration: integration.into(),
+            account_id: account_id.into(),
+            alias: Some(alias.into()),
+            status: "active".into(),
+            account_type: "private".into(),
+            is_default,
+            user_info: None,
+        }
+    }
+
+    fn row(
+        integration: &str,
+        account_id: &str,
+        is_default: bool,
+        created_at_ms: i64,
+    ) -> ConnectionRow {
+        ConnectionRow {
+            integration: integration.into(),
+            account_id: account_id.into(),
+            alias: None,
+            status: "active".into(),
+            account_type: "private".into(),
+            is_default,
+            user_info: None,
+            created_at_ms,
+            updated_at_ms: created_at_ms,
+        }
+    }
+
+    #[test]
+    fn connection_inputs_keep_the_last_of_each_account_and_default() {
+        let got = connection_inputs(&[
+            input("gmail", "a", true, "1"),
+            input("gmail", "b", true, "2"),
+            input("slack", "u", true, "3"),
+            input("gmail", "a", true, "4"),
+            input("gmail", "c", false, "5"),
+            input("slack", "u", false, "6"),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                input("gmail", "b", false, "2"),
+                input("gmail", "a", true, "4"),
+                input("gmail", "c", false, "5"),
+                input("slack", "u", false, "6"),
+            ]
+        );
+        assert!(connection_inputs(&[]).is_empty());
+        assert_eq!(connection_integrations(&got), ["gmail", "slack"]);
+    }
+
+    #[test]
+    fn elect_defaults_picks_the_earliest_then_the_smallest_id() {
+        let mut rows = vec![
+            row("slack", "u2", false, 5),
+            row("gmail", "b", false, 3),
+            row("slack", "u1", true, 9),
+            row("gmail", "a", false, 4),
+            row("gmail", "B", false, 3),
+        ];
+        let elected = elect_defaults(&mut rows, 42);
+        assert_eq!(elected, [("gmail".to_string(), "B".to_string())]);
+        let order: Vec<(&str, bool, i64)> = rows
+            .iter()
+            .map(|r| (r.account_id.as_str(), r.is_default, r.updated_at_ms))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("B", true, 42),
+                ("b", false, 3),
+                ("a", false, 4),
+                ("u1", true, 9),
+                ("u2", false, 5)
+            ]
+        );
+        assert!(elect_defaults(&mut [], 1).is_empty());
     }
 }

@@ -8,9 +8,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use crate::{
-    CatalogEntry, MIGRATIONS, MetadataStore, Placement, RecordEntry, Result, StoreError, SyncRow,
-    attach_principals, group_placements, group_rows, join_list, now_ms, record_rows, sort_syncs,
-    split_list, sync_taken, to_u64, unknown_sync,
+    CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
+    RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
+    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -149,6 +150,88 @@ async fn bump_sync(tx: &deadpool_postgres::Transaction<'_>, sync_id: &str) -> Re
         .await
         .map_err(backend)?;
     Ok(row.get(0))
+}
+
+const CONNECTION_COLUMNS: &str = "integration, account_id, alias, status, account_type, \
+    is_default, user_info, created_at_ms, updated_at_ms";
+
+fn connection_row(r: &tokio_postgres::Row) -> ConnectionRow {
+    ConnectionRow {
+        integration: r.get(0),
+        account_id: r.get(1),
+        alias: r.get(2),
+        status: r.get(3),
+        account_type: r.get(4),
+        is_default: r.get(5),
+        user_info: r.get(6),
+        created_at_ms: r.get(7),
+        updated_at_ms: r.get(8),
+    }
+}
+
+/// Serializes the connection writes of one user for the rest of the transaction, so the
+/// default of each integration stays unique under concurrent writers.
+async fn lock_user_connections(
+    tx: &deadpool_postgres::Transaction<'_>,
+    project_id: &str,
+    user_id: &str,
+) -> Result<()> {
+    let key = format!("connections/{project_id}/{user_id}");
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&key],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// The user's connections of the named integrations, any order.
+async fn select_connections(
+    client: &impl deadpool_postgres::GenericClient,
+    project_id: &str,
+    user_id: &str,
+    integrations: &[String],
+) -> Result<Vec<ConnectionRow>> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {CONNECTION_COLUMNS} FROM connections
+                 WHERE project_id = $1 AND user_id = $2
+                   AND (cardinality($3::text[]) = 0 OR integration = ANY($3))"
+            ),
+            &[&project_id, &user_id, &integrations],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(rows.iter().map(connection_row).collect())
+}
+
+/// Gives a default to each integration of `rows` (every row of the user there) that has none,
+/// updated at `now`, and returns the rows in list order.
+async fn elect_and_store_defaults(
+    tx: &deadpool_postgres::Transaction<'_>,
+    project_id: &str,
+    user_id: &str,
+    mut rows: Vec<ConnectionRow>,
+    now: i64,
+) -> Result<Vec<ConnectionRow>> {
+    let elected = elect_defaults(&mut rows, now);
+    if !elected.is_empty() {
+        let (integrations, accounts): (Vec<&str>, Vec<&str>) = elected
+            .iter()
+            .map(|(i, a)| (i.as_str(), a.as_str()))
+            .unzip();
+        tx.execute(
+            "UPDATE connections c SET is_default = TRUE, updated_at_ms = $5
+             FROM UNNEST($3::text[], $4::text[]) AS e(i, a)
+             WHERE c.project_id = $1 AND c.user_id = $2 AND c.integration = e.i AND c.account_id = e.a",
+            &[&project_id, &user_id, &integrations, &accounts, &now],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    Ok(rows)
 }
 
 #[async_trait::async_trait]
@@ -632,6 +715,133 @@ impl MetadataStore for PgStore {
             .map_err(backend)?;
         Ok(to_u64(row.get(0)))
     }
+
+    async fn upsert_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        inputs: &[ConnectionInput],
+    ) -> Result<Vec<ConnectionRow>> {
+        let inputs = connection_inputs(inputs);
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let touched = connection_integrations(&inputs);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        lock_user_connections(&tx, project_id, user_id).await?;
+        // Read after the lock, so the writes of one user carry increasing times.
+        let now = now_ms();
+        tx.execute(
+            "INSERT INTO projects (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+            &[&project_id, &now],
+        )
+        .await
+        .map_err(backend)?;
+        // The new defaults first take the default from the other accounts, so the upsert never
+        // holds two defaults of one integration.
+        let (default_integrations, default_accounts): (Vec<&str>, Vec<&str>) = inputs
+            .iter()
+            .filter(|i| i.is_default)
+            .map(|i| (i.integration.as_str(), i.account_id.as_str()))
+            .unzip();
+        if !default_accounts.is_empty() {
+            tx.execute(
+                "UPDATE connections c SET is_default = FALSE, updated_at_ms = $5
+                 FROM UNNEST($3::text[], $4::text[]) AS d(i, a)
+                 WHERE c.project_id = $1 AND c.user_id = $2 AND c.integration = d.i
+                   AND c.account_id <> d.a AND c.is_default",
+                &[
+                    &project_id,
+                    &user_id,
+                    &default_integrations,
+                    &default_accounts,
+                    &now,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        let integrations: Vec<&str> = inputs.iter().map(|i| i.integration.as_str()).collect();
+        let accounts: Vec<&str> = inputs.iter().map(|i| i.account_id.as_str()).collect();
+        let aliases: Vec<Option<&str>> = inputs.iter().map(|i| i.alias.as_deref()).collect();
+        let statuses: Vec<&str> = inputs.iter().map(|i| i.status.as_str()).collect();
+        let types: Vec<&str> = inputs.iter().map(|i| i.account_type.as_str()).collect();
+        let defaults: Vec<bool> = inputs.iter().map(|i| i.is_default).collect();
+        let infos: Vec<Option<&str>> = inputs.iter().map(|i| i.user_info.as_deref()).collect();
+        tx.execute(
+            "INSERT INTO connections (project_id, user_id, integration, account_id, alias, status,
+               account_type, is_default, user_info, created_at_ms, updated_at_ms)
+             SELECT $1, $2, i, a, l, s, t, d, u, $10, $10
+             FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[], $9::text[])
+               AS x(i, a, l, s, t, d, u)
+             ON CONFLICT (project_id, user_id, integration, account_id) DO UPDATE SET
+               alias = EXCLUDED.alias, status = EXCLUDED.status,
+               account_type = EXCLUDED.account_type, is_default = EXCLUDED.is_default,
+               user_info = EXCLUDED.user_info, updated_at_ms = EXCLUDED.updated_at_ms",
+            &[
+                &project_id,
+                &user_id,
+                &integrations,
+                &accounts,
+                &aliases,
+                &statuses,
+                &types,
+                &defaults,
+                &infos,
+                &now,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        let rows = select_connections(&tx, project_id, user_id, &touched).await?;
+        let rows = elect_and_store_defaults(&tx, project_id, user_id, rows, now).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(rows)
+    }
+
+    async fn list_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integrations: &[String],
+    ) -> Result<Vec<ConnectionRow>> {
+        let client = self.client().await?;
+        let mut rows = select_connections(&client, project_id, user_id, integrations).await?;
+        sort_connections(&mut rows);
+        Ok(rows)
+    }
+
+    async fn delete_connection(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integration: &str,
+        account_id: &str,
+    ) -> Result<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        lock_user_connections(&tx, project_id, user_id).await?;
+        let deleted = tx
+            .query_opt(
+                "DELETE FROM connections
+                 WHERE project_id = $1 AND user_id = $2 AND integration = $3 AND account_id = $4
+                 RETURNING is_default",
+                &[&project_id, &user_id, &integration, &account_id],
+            )
+            .await
+            .map_err(backend)?;
+        let Some(deleted) = deleted else {
+            return Ok(false);
+        };
+        if deleted.get::<_, bool>(0) {
+            let rest =
+                select_connections(&tx, project_id, user_id, &[integration.to_string()]).await?;
+            elect_and_store_defaults(&tx, project_id, user_id, rest, now_ms()).await?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
@@ -680,6 +890,55 @@ mod tests {
         }
         assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
         assert_eq!(store.placements(p).await.unwrap()[0].shard_ids, results[0]);
+        store
+            .client()
+            .await
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn concurrent_connection_defaults_stay_unique() {
+        let schema = format!("t_conn_{}", uuid::Uuid::new_v4().simple());
+        let store = PgStore::connect(&url(), &schema, 8).await.unwrap();
+        let p = "00000000-0000-4000-8000-0000000000cd";
+        let account = |i: usize, is_default: bool| crate::ConnectionInput {
+            integration: "gmail".into(),
+            account_id: format!("a{i}@x.com"),
+            alias: None,
+            status: "active".into(),
+            account_type: "private".into(),
+            is_default,
+            user_info: None,
+        };
+        // Writers racing on one user: each adds an account, half of them asking for the default,
+        // while others delete accounts.
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .upsert_connections(p, "alice", &[account(i, i % 2 == 0)])
+                        .await
+                        .unwrap();
+                    if i % 4 == 3 {
+                        store
+                            .delete_connection(p, "alice", "gmail", &format!("a{}@x.com", i - 1))
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let rows = store.list_connections(p, "alice", &[]).await.unwrap();
+        assert_eq!(rows.len(), 12);
+        assert_eq!(rows.iter().filter(|r| r.is_default).count(), 1);
+        assert!(rows[0].is_default);
         store
             .client()
             .await

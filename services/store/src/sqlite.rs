@@ -7,9 +7,10 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
-    CatalogEntry, MIGRATIONS, MetadataStore, Placement, RecordEntry, Result, StoreError, SyncRow,
-    attach_principals, group_placements, group_rows, join_list, now_ms, record_rows, sort_syncs,
-    split_list, sync_taken, to_u64, unknown_sync,
+    CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
+    RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
+    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unknown_sync,
 };
 
 #[derive(Clone)]
@@ -127,6 +128,59 @@ fn bump_sync(c: &Connection, sync_id: &str) -> rusqlite::Result<i64> {
          WHERE id = ?1 RETURNING generation",
     )?
     .query_row(params![sync_id, now_ms()], |r| r.get(0))
+}
+
+fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRow> {
+    Ok(ConnectionRow {
+        integration: r.get(0)?,
+        account_id: r.get(1)?,
+        alias: r.get(2)?,
+        status: r.get(3)?,
+        account_type: r.get(4)?,
+        is_default: r.get(5)?,
+        user_info: r.get(6)?,
+        created_at_ms: r.get(7)?,
+        updated_at_ms: r.get(8)?,
+    })
+}
+
+/// The user's connections of the integrations in `integrations` (a [`json_list`]; all when it
+/// is empty), any order.
+fn select_connections(
+    c: &Connection,
+    project_id: &str,
+    user_id: &str,
+    integrations: &str,
+) -> rusqlite::Result<Vec<ConnectionRow>> {
+    c.prepare_cached(
+        "SELECT integration, account_id, alias, status, account_type, is_default, user_info,
+           created_at_ms, updated_at_ms
+         FROM connections
+         WHERE project_id = ?1 AND user_id = ?2
+           AND (json_array_length(?3) = 0 OR integration IN (SELECT value FROM json_each(?3)))",
+    )?
+    .query_map(params![project_id, user_id, integrations], connection_row)?
+    .collect()
+}
+
+/// Gives a default to each integration of `rows` (every row of the user there) that has none,
+/// updated at `now`, and returns the rows in list order.
+fn elect_and_store_defaults(
+    c: &Connection,
+    project_id: &str,
+    user_id: &str,
+    mut rows: Vec<ConnectionRow>,
+    now: i64,
+) -> rusqlite::Result<Vec<ConnectionRow>> {
+    let elected = elect_defaults(&mut rows, now);
+    let mut stmt = c.prepare_cached(
+        "UPDATE connections SET is_default = TRUE, updated_at_ms = ?5
+         WHERE project_id = ?1 AND user_id = ?2 AND integration = ?3 AND account_id = ?4",
+    )?;
+    for (integration, account_id) in &elected {
+        stmt.execute(params![project_id, user_id, integration, account_id, now])?;
+    }
+    Ok(rows)
 }
 
 #[async_trait::async_trait]
@@ -627,6 +681,123 @@ impl MetadataStore for SqliteStore {
         .await
         .map(to_u64)
     }
+
+    async fn upsert_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        inputs: &[ConnectionInput],
+    ) -> Result<Vec<ConnectionRow>> {
+        let inputs = connection_inputs(inputs);
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let touched = json_list(&connection_integrations(&inputs));
+        let (p, u) = (project_id.to_string(), user_id.to_string());
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            let now = now_ms();
+            tx.execute(
+                "INSERT INTO projects (id, created_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                params![p, now],
+            )?;
+            {
+                // A new default first takes the default from the other accounts, so the upsert
+                // never holds two defaults of one integration.
+                let mut undefault = tx.prepare_cached(
+                    "UPDATE connections SET is_default = FALSE, updated_at_ms = ?5
+                     WHERE project_id = ?1 AND user_id = ?2 AND integration = ?3
+                       AND account_id <> ?4 AND is_default",
+                )?;
+                let mut upsert = tx.prepare_cached(
+                    "INSERT INTO connections (project_id, user_id, integration, account_id, alias,
+                       status, account_type, is_default, user_info, created_at_ms, updated_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+                     ON CONFLICT (project_id, user_id, integration, account_id) DO UPDATE SET
+                       alias = excluded.alias, status = excluded.status,
+                       account_type = excluded.account_type, is_default = excluded.is_default,
+                       user_info = excluded.user_info, updated_at_ms = excluded.updated_at_ms",
+                )?;
+                for i in inputs.iter().filter(|i| i.is_default) {
+                    undefault.execute(params![p, u, i.integration, i.account_id, now])?;
+                }
+                for i in &inputs {
+                    upsert.execute(params![
+                        p,
+                        u,
+                        i.integration,
+                        i.account_id,
+                        i.alias,
+                        i.status,
+                        i.account_type,
+                        i.is_default,
+                        i.user_info,
+                        now
+                    ])?;
+                }
+            }
+            let rows = select_connections(&tx, &p, &u, &touched)?;
+            let rows = elect_and_store_defaults(&tx, &p, &u, rows, now)?;
+            tx.commit()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn list_connections(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integrations: &[String],
+    ) -> Result<Vec<ConnectionRow>> {
+        let (p, u, integrations) = (
+            project_id.to_string(),
+            user_id.to_string(),
+            json_list(integrations),
+        );
+        let mut rows = self
+            .with(move |c| select_connections(c, &p, &u, &integrations))
+            .await?;
+        sort_connections(&mut rows);
+        Ok(rows)
+    }
+
+    async fn delete_connection(
+        &self,
+        project_id: &str,
+        user_id: &str,
+        integration: &str,
+        account_id: &str,
+    ) -> Result<bool> {
+        let (p, u, i, a) = (
+            project_id.to_string(),
+            user_id.to_string(),
+            integration.to_string(),
+            account_id.to_string(),
+        );
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            let deleted: Option<bool> = tx
+                .query_row(
+                    "DELETE FROM connections
+                     WHERE project_id = ?1 AND user_id = ?2 AND integration = ?3 AND account_id = ?4
+                     RETURNING is_default",
+                    params![p, u, i, a],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(was_default) = deleted else {
+                return Ok(false);
+            };
+            if was_default {
+                let rest = select_connections(&tx, &p, &u, &json_list(&[i]))?;
+                elect_and_store_defaults(&tx, &p, &u, rest, now_ms())?;
+            }
+            tx.commit()?;
+            Ok(true)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -649,6 +820,52 @@ mod tests {
                 .await
                 .unwrap(),
             4
+        );
+    }
+
+    /// A database created before connections existed gains them on open, keeping its data.
+    #[tokio::test]
+    async fn migrates_a_database_without_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.sqlite");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY);
+                 INSERT INTO schema_migrations (version) VALUES (1), (2), (3);",
+            )
+            .unwrap();
+            for (version, sql) in &crate::MIGRATIONS[..3] {
+                assert!(*version <= 3);
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.execute("INSERT INTO projects (id, created_at) VALUES ('p', 1)", [])
+                .unwrap();
+        }
+        use crate::MetadataStore;
+        let store = super::SqliteStore::open(&path).unwrap();
+        let rows = store
+            .upsert_connections(
+                "p",
+                "alice",
+                &[crate::ConnectionInput {
+                    integration: "gmail".into(),
+                    account_id: "a@x.com".into(),
+                    alias: None,
+                    status: "active".into(),
+                    account_type: "private".into(),
+                    is_default: false,
+                    user_info: None,
+                }],
+            )
+            .await
+            .unwrap();
+        assert!(rows[0].is_default);
+        drop(store);
+        let store = super::SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            store.list_connections("p", "alice", &[]).await.unwrap(),
+            rows
         );
     }
 }

@@ -1,0 +1,1029 @@
+//! Multi-query tool search (`tools/search:batch`): up to [`MAX_QUERIES`] use cases ranked in
+//! parallel, each with optional known fields, plus inline custom tools and toolkits that are ranked
+//! with the catalog for this request only (never persisted). Primary tools are packed under one
+//! budget across queries (or one per query), their schemas returned once each.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use agentsearch_common::shard::{IndexedTool, RetrievalMode};
+use agentsearch_common::tool::{MAX_SLUG_CHARS, SideEffect, ToolRecord};
+use agentsearch_common::{Error, FieldViolation, Result};
+use agentsearch_fusion::BudgetScope;
+use agentsearch_fusion::tokens::count_tokens;
+use futures::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{
+    MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K, SearchError, ToolResult, ToolkitConnectionStatus,
+    Trace, Usage, range, retrieval_mode, slugs,
+};
+use crate::search::{
+    Candidate, RankQuery, Ranked, RequestContext, TraceRecorder, budget_near_misses, shaped_state,
+    sorted_unique, usage,
+};
+use crate::{Router, connections};
+
+pub const MAX_QUERIES: usize = 10;
+pub const MAX_KNOWN_FIELDS_CHARS: usize = 500;
+pub const MAX_CUSTOM_TOOLS: usize = 200;
+pub const MAX_CUSTOM_NAME_CHARS: usize = 60;
+pub const DEFAULT_BATCH_TOP_K: u32 = 5;
+pub const DEFAULT_RELATED_K: u32 = 5;
+pub const MAX_RELATED_K: i64 = 20;
+/// The integration of standalone custom tools.
+pub const LOCAL_INTEGRATION: &str = "local";
+
+/// A batch request as received (REST camelCase JSON; gRPC builds the same).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawBatch {
+    pub queries: Option<Vec<RawBatchQuery>>,
+    #[serde(alias = "top_k")]
+    pub top_k: Option<i64>,
+    #[serde(alias = "max_tool_tokens")]
+    pub max_tool_tokens: Option<i64>,
+    #[serde(alias = "budget_scope")]
+    pub budget_scope: Option<String>,
+    pub integrations: Option<Vec<String>>,
+    pub categories: Option<Vec<String>>,
+    #[serde(alias = "max_side_effect")]
+    pub max_side_effect: Option<String>,
+    #[serde(alias = "connected_only")]
+    pub connected_only: Option<bool>,
+    pub rerank: Option<bool>,
+    #[serde(alias = "related_k")]
+    pub related_k: Option<i64>,
+    pub model: Option<String>,
+    pub mode: Option<String>,
+    #[serde(default, alias = "custom_tools")]
+    pub custom_tools: Vec<RawCustomTool>,
+    #[serde(default, alias = "custom_toolkits")]
+    pub custom_toolkits: Vec<RawCustomToolkit>,
+    /// The tool router's wrapper of the custom tools and toolkits; merged with the top-level ones.
+    pub experimental: Option<RawExperimental>,
+    #[serde(skip)]
+    pub diagnostics: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawExperimental {
+    #[serde(default, alias = "custom_tools")]
+    pub custom_tools: Vec<RawCustomTool>,
+    #[serde(default, alias = "custom_toolkits")]
+    pub custom_toolkits: Vec<RawCustomToolkit>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawBatchQuery {
+    #[serde(alias = "use_case")]
+    pub use_case: Option<String>,
+    #[serde(alias = "known_fields")]
+    pub known_fields: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCustomTool {
+    pub slug: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    #[serde(alias = "input_schema")]
+    pub input_schema: Option<serde_json::Value>,
+    #[serde(alias = "output_schema")]
+    pub output_schema: Option<serde_json::Value>,
+    #[serde(alias = "extends_toolkit")]
+    pub extends_toolkit: Option<String>,
+    pub preload: Option<bool>,
+    #[serde(alias = "side_effect")]
+    pub side_effect: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCustomToolkit {
+    pub slug: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub preload: Option<bool>,
+    #[serde(default)]
+    pub tools: Vec<RawCustomTool>,
+}
+
+/// One validated query of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchQuery {
+    pub use_case: String,
+    /// `(key, value)` pairs of `knownFields`.
+    pub known_fields: Vec<(String, String)>,
+}
+
+impl BatchQuery {
+    /// The text ranked: the use case, then the known fields' names (they match parameter names).
+    pub fn search_text(&self) -> String {
+        let mut text = self.use_case.clone();
+        for (key, _) in &self.known_fields {
+            text.push(' ');
+            text.push_str(key);
+        }
+        text
+    }
+}
+
+/// A custom tool, validated: where it came from and the record it is ranked as.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomTool {
+    /// `customTools[i]` or `customToolkits[i].tools[j]`, for errors.
+    pub path: String,
+    pub record: ToolRecord,
+    /// A catalog integration whose connection the tool inherits.
+    pub extends: Option<String>,
+}
+
+/// A custom toolkit, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomToolkit {
+    pub path: String,
+    pub description: String,
+}
+
+/// A validated batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchRequest {
+    pub project_id: String,
+    pub queries: Vec<BatchQuery>,
+    pub top_k: u32,
+    pub related_k: u32,
+    pub max_tool_tokens: Option<u32>,
+    pub scope: BudgetScope,
+    pub integrations: Vec<String>,
+    pub categories: Vec<String>,
+    pub max_side_effect: Option<SideEffect>,
+    pub connected_only: bool,
+    pub diagnostics: bool,
+    pub mode: RetrievalMode,
+    pub custom: Vec<CustomTool>,
+    /// Custom toolkits by slug: their description (shown in connection statuses) and where they
+    /// are in the request (`customToolkits[i]`, for errors).
+    pub toolkits: BTreeMap<String, CustomToolkit>,
+}
+
+impl RawBatch {
+    /// Checks every field; all violations are reported at once.
+    pub fn validate(mut self, project_id: String) -> Result<BatchRequest> {
+        let mut v: Vec<FieldViolation> = Vec::new();
+        if let Some(experimental) = self.experimental.take() {
+            self.custom_tools.extend(experimental.custom_tools);
+            self.custom_toolkits.extend(experimental.custom_toolkits);
+        }
+        let queries = match self.queries {
+            None => {
+                v.push(FieldViolation::new("queries", "is required"));
+                Vec::new()
+            }
+            Some(q) if q.is_empty() || q.len() > MAX_QUERIES => {
+                v.push(FieldViolation::new(
+                    "queries",
+                    format!("must have 1..{MAX_QUERIES} items, got {}", q.len()),
+                ));
+                Vec::new()
+            }
+            Some(q) => q
+                .into_iter()
+                .enumerate()
+                .map(|(i, q)| validate_query(&mut v, i, q))
+                .collect(),
+        };
+        let top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K))
+            .unwrap_or(DEFAULT_BATCH_TOP_K);
+        let related_k = range(&mut v, "relatedK", self.related_k, 0, MAX_RELATED_K)
+            .unwrap_or(DEFAULT_RELATED_K);
+        let max_tool_tokens = range(
+            &mut v,
+            "maxToolTokens",
+            self.max_tool_tokens,
+            1,
+            i64::from(MAX_TOOL_TOKENS),
+        );
+        let scope = match self.budget_scope.as_deref() {
+            None | Some("union") => BudgetScope::Union,
+            Some("per_query") => BudgetScope::PerQuery,
+            Some(_) => {
+                v.push(FieldViolation::new(
+                    "budgetScope",
+                    "must be union or per_query",
+                ));
+                BudgetScope::Union
+            }
+        };
+        let integrations = slugs(&mut v, "integrations", self.integrations);
+        let categories = slugs(&mut v, "categories", self.categories);
+        let max_side_effect = match self.max_side_effect.as_deref() {
+            None => None,
+            Some(s @ ("read" | "write" | "delete" | "send")) => s.parse().ok(),
+            Some(_) => {
+                v.push(FieldViolation::new(
+                    "maxSideEffect",
+                    "must be one of read, write, delete, send",
+                ));
+                None
+            }
+        };
+        let mode = retrieval_mode(&mut v, self.mode.as_deref());
+        if let Some(model) = &self.model
+            && model.chars().count() > 128
+        {
+            v.push(FieldViolation::new(
+                "model",
+                "must be at most 128 characters",
+            ));
+        }
+        let mut custom = Vec::new();
+        let mut toolkits = BTreeMap::new();
+        for (i, tool) in self.custom_tools.into_iter().enumerate() {
+            let path = format!("customTools[{i}]");
+            if let Some(t) = validate_custom(&mut v, &path, None, tool) {
+                custom.push(t);
+            }
+        }
+        for (i, kit) in self.custom_toolkits.into_iter().enumerate() {
+            let path = format!("customToolkits[{i}]");
+            let slug = kit.slug.unwrap_or_default();
+            if !is_custom_slug(&slug) {
+                v.push(FieldViolation::new(
+                    format!("{path}.slug"),
+                    "is required: letters, digits, `_` and `-`",
+                ));
+            }
+            if kit.name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+                v.push(FieldViolation::new(format!("{path}.name"), "is required"));
+            }
+            let description = kit.description.unwrap_or_default();
+            if description.trim().is_empty() {
+                v.push(FieldViolation::new(
+                    format!("{path}.description"),
+                    "is required",
+                ));
+            }
+            if kit.tools.is_empty() {
+                v.push(FieldViolation::new(
+                    format!("{path}.tools"),
+                    "must have at least one tool",
+                ));
+            }
+            let integration = slug.to_lowercase().replace('-', "_");
+            let kit_entry = CustomToolkit {
+                path: path.clone(),
+                description,
+            };
+            if toolkits.insert(integration.clone(), kit_entry).is_some() {
+                v.push(FieldViolation::new(
+                    format!("{path}.slug"),
+                    "duplicates an earlier custom toolkit",
+                ));
+            }
+            for (j, tool) in kit.tools.into_iter().enumerate() {
+                let tool_path = format!("{path}.tools[{j}]");
+                if tool.extends_toolkit.is_some() {
+                    v.push(FieldViolation::new(
+                        format!("{tool_path}.extendsToolkit"),
+                        "is only for standalone custom tools",
+                    ));
+                }
+                if let Some(t) = validate_custom(&mut v, &tool_path, Some(&slug), tool) {
+                    custom.push(t);
+                }
+            }
+        }
+        if custom.len() > MAX_CUSTOM_TOOLS {
+            v.push(FieldViolation::new(
+                "customTools",
+                format!(
+                    "at most {MAX_CUSTOM_TOOLS} custom tools per request, got {}",
+                    custom.len()
+                ),
+            ));
+        }
+        let mut names: HashMap<&str, &str> = HashMap::new();
+        for t in &custom {
+            if let Some(first) = names.insert(t.record.name.as_str(), t.path.as_str()) {
+                v.push(FieldViolation::new(
+                    format!("{}.slug", t.path),
+                    format!("makes the name {} that {first} already has", t.record.name),
+                ));
+            }
+        }
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        Ok(BatchRequest {
+            project_id,
+            queries,
+            top_k,
+            related_k,
+            max_tool_tokens,
+            scope,
+            integrations,
+            categories,
+            max_side_effect,
+            connected_only: self.connected_only.unwrap_or(false),
+            diagnostics: self.diagnostics,
+            mode,
+            custom,
+            toolkits,
+        })
+    }
+}
+
+fn validate_query(v: &mut Vec<FieldViolation>, i: usize, q: RawBatchQuery) -> BatchQuery {
+    let use_case = q.use_case.unwrap_or_default();
+    if use_case.trim().is_empty() {
+        v.push(FieldViolation::new(
+            format!("queries[{i}].useCase"),
+            "is required and must not be empty",
+        ));
+    } else if use_case.chars().count() > MAX_QUERY_CHARS {
+        v.push(FieldViolation::new(
+            format!("queries[{i}].useCase"),
+            format!("must be at most {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    let known_fields = match q.known_fields.as_deref() {
+        None => Vec::new(),
+        Some(text) => match parse_known_fields(text) {
+            Ok(fields) => fields,
+            Err(issue) => {
+                v.push(FieldViolation::new(
+                    format!("queries[{i}].knownFields"),
+                    issue,
+                ));
+                Vec::new()
+            }
+        },
+    };
+    BatchQuery {
+        use_case,
+        known_fields,
+    }
+}
+
+/// Parses `key:value, key:value`: keys are identifiers (letters, digits, `_`, `.`, `-`); a value
+/// runs to the next comma. An empty text is no fields.
+pub fn parse_known_fields(text: &str) -> std::result::Result<Vec<(String, String)>, String> {
+    if text.chars().count() > MAX_KNOWN_FIELDS_CHARS {
+        return Err(format!(
+            "must be at most {MAX_KNOWN_FIELDS_CHARS} characters"
+        ));
+    }
+    let mut fields = Vec::new();
+    for (n, piece) in text.split(',').enumerate() {
+        let piece = piece.trim();
+        if piece.is_empty() {
+            if text.trim().is_empty() {
+                continue;
+            }
+            return Err(format!(
+                "pair {} is empty: expected `key:value, ...`",
+                n + 1
+            ));
+        }
+        let Some((key, value)) = piece.split_once(':') else {
+            return Err(format!(
+                "pair {} (`{}`) has no `:`: expected `key:value, ...`",
+                n + 1,
+                agentsearch_common::ids::truncate(piece, 40)
+            ));
+        };
+        let key = key.trim();
+        let ok = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !ok {
+            return Err(format!(
+                "pair {}: the key `{}` must be letters, digits, `_`, `.` or `-`",
+                n + 1,
+                agentsearch_common::ids::truncate(key, 40)
+            ));
+        }
+        fields.push((key.to_string(), value.trim().to_string()));
+    }
+    Ok(fields)
+}
+
+fn is_custom_slug(slug: &str) -> bool {
+    !slug.is_empty()
+        && slug.len() <= MAX_SLUG_CHARS
+        && slug
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn name_piece(slug: &str) -> String {
+    slug.to_ascii_uppercase().replace('-', "_")
+}
+
+/// Validates one custom tool; `toolkit` is the slug of the custom toolkit holding it.
+fn validate_custom(
+    v: &mut Vec<FieldViolation>,
+    path: &str,
+    toolkit: Option<&str>,
+    t: RawCustomTool,
+) -> Option<CustomTool> {
+    let before = v.len();
+    let field = |name: &str| format!("{path}.{name}");
+    let slug = t.slug.unwrap_or_default();
+    if !is_custom_slug(&slug) {
+        v.push(FieldViolation::new(
+            field("slug"),
+            "is required: letters, digits, `_` and `-`",
+        ));
+    }
+    if t.name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+        v.push(FieldViolation::new(field("name"), "is required"));
+    }
+    let description = t.description.unwrap_or_default();
+    if description.trim().is_empty() {
+        v.push(FieldViolation::new(field("description"), "is required"));
+    }
+    let parameters = match &t.input_schema {
+        Some(schema @ serde_json::Value::Object(map))
+            if map.get("type").and_then(|t| t.as_str()) == Some("object")
+                && map.get("properties").is_some_and(|p| p.is_object()) =>
+        {
+            schema.to_string()
+        }
+        _ => {
+            v.push(FieldViolation::new(
+                field("inputSchema"),
+                "is required: a JSON Schema object with `type: \"object\"` and `properties`",
+            ));
+            String::new()
+        }
+    };
+    if t.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+        v.push(FieldViolation::new(
+            field("outputSchema"),
+            "must be a JSON Schema object",
+        ));
+    }
+    let side_effect = match t.side_effect.as_deref() {
+        None => SideEffect::Unknown,
+        Some(s) => match s.parse() {
+            Ok(e) => e,
+            Err(_) => {
+                v.push(FieldViolation::new(
+                    field("sideEffect"),
+                    "must be one of read, write, delete, send, unknown",
+                ));
+                SideEffect::Unknown
+            }
+        },
+    };
+    let extends = match t.extends_toolkit {
+        None => None,
+        Some(kit) if is_custom_slug(&kit) && kit == kit.to_lowercase() => Some(kit),
+        Some(_) => {
+            v.push(FieldViolation::new(
+                field("extendsToolkit"),
+                "must be a catalog integration slug",
+            ));
+            None
+        }
+    };
+    let (name, integration) = match (toolkit, &extends) {
+        (Some(kit), _) => (
+            format!("LOCAL_{}_{}", name_piece(kit), name_piece(&slug)),
+            kit.to_lowercase().replace('-', "_"),
+        ),
+        (None, Some(kit)) => (
+            format!("LOCAL_{}_{}", name_piece(kit), name_piece(&slug)),
+            kit.clone(),
+        ),
+        (None, None) => (
+            format!("LOCAL_{}", name_piece(&slug)),
+            LOCAL_INTEGRATION.to_string(),
+        ),
+    };
+    if name.len() > MAX_CUSTOM_NAME_CHARS {
+        v.push(FieldViolation::new(
+            field("slug"),
+            format!("makes the name {name}, longer than {MAX_CUSTOM_NAME_CHARS} characters"),
+        ));
+    }
+    if v.len() > before {
+        return None;
+    }
+    let mut record = ToolRecord {
+        name,
+        integration,
+        category: "custom".into(),
+        side_effect,
+        description,
+        parameters,
+        tokens: 0,
+    };
+    record.tokens = count_tokens(&record.llm_definition_json());
+    Some(CustomTool {
+        path: path.to_string(),
+        record,
+        extends,
+    })
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchResponse {
+    /// False when any query failed.
+    pub success: bool,
+    /// `X out of Y searches failed, reasons: ...`; null when all succeeded.
+    pub error: Option<String>,
+    pub results: Vec<BatchResult>,
+    pub toolkit_connection_statuses: Vec<ToolkitConnectionStatus>,
+    /// Every primary tool once, by name.
+    pub tool_schemas: BTreeMap<String, ToolResult>,
+    pub usage: BatchUsage,
+    pub time_info: TimeInfo,
+    /// What the agent should do next: connect missing accounts, pick among several.
+    pub next_steps_guidance: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchResult {
+    /// 1-based position of the query in the request.
+    pub index: u32,
+    pub use_case: String,
+    pub primary_tool_slugs: Vec<String>,
+    pub related_tool_slugs: Vec<String>,
+    pub toolkits: Vec<String>,
+    pub error: Option<String>,
+    /// Parts of the catalog this query could not search.
+    pub errors: Vec<SearchError>,
+    /// The query's usage (absent when it failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchUsage {
+    /// `union` or `per_query`.
+    pub budget_scope: &'static str,
+    /// Distinct tools in `toolSchemas` and their tokens, counted once each.
+    pub tools: u32,
+    pub tool_tokens: u64,
+    pub custom_tools: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeInfo {
+    pub current_time_utc: String,
+    pub current_time_utc_epoch_seconds: i64,
+    pub message: String,
+}
+
+impl Router {
+    pub async fn search_batch(
+        &self,
+        req: BatchRequest,
+        ctx: &RequestContext,
+    ) -> Result<BatchResponse> {
+        let started = Instant::now() - ctx.auth;
+        let mut trace = TraceRecorder::new(started, req.diagnostics);
+        trace.step("auth");
+        let user = ctx.user.as_deref();
+        connections::check_connected_only(req.connected_only, user)?;
+        let rows = self.user_connections(&req.project_id, user).await?;
+        let placements = self.placements(&req.project_id).await?;
+        let catalog: HashSet<&str> = placements.iter().map(|p| p.integration.as_str()).collect();
+        let mut v = Vec::new();
+        for t in &req.custom {
+            if let Some(kit) = &t.extends
+                && !catalog.contains(kit.as_str())
+            {
+                v.push(FieldViolation::new(
+                    format!("{}.extendsToolkit", t.path),
+                    format!("the catalog has no integration `{kit}`"),
+                ));
+            }
+        }
+        for (slug, kit) in &req.toolkits {
+            if catalog.contains(slug.as_str()) || slug == LOCAL_INTEGRATION {
+                v.push(FieldViolation::new(
+                    format!("{}.slug", kit.path),
+                    format!("`{slug}` is a catalog integration: pick another slug"),
+                ));
+            }
+        }
+        if !v.is_empty() {
+            return Err(Error::invalid_many(v));
+        }
+        // Custom tools need no connection unless they extend a catalog integration.
+        let mut connected = connections::connected(&rows);
+        connected.extend(req.toolkits.keys().cloned());
+        connected.insert(LOCAL_INTEGRATION.to_string());
+        trace.step("connections");
+
+        let inline = self.embed_custom(&req.custom).await?;
+        if !inline.is_empty() {
+            trace.step("embed_custom");
+        }
+        let window = req.top_k as usize;
+        let texts: Vec<String> = req.queries.iter().map(BatchQuery::search_text).collect();
+        let runs = req.queries.iter().enumerate().map(|(i, _)| {
+            let query = RankQuery {
+                project_id: &req.project_id,
+                query: &texts[i],
+                integrations: &req.integrations,
+                categories: &req.categories,
+                max_side_effect: req.max_side_effect,
+                connected: req.connected_only.then_some(&connected),
+                window,
+                mode: req.mode,
+                diagnostics: req.diagnostics,
+                inline: &inline,
+            };
+            let mut query_trace = TraceRecorder::new(Instant::now(), req.diagnostics);
+            async move {
+                let ranked = self.rank(&query, &ctx.request_id, &mut query_trace).await;
+                (ranked, query_trace.finish())
+            }
+        });
+        let outcomes = join_all(runs).await;
+        let mut ranked: Vec<Option<Ranked>> = Vec::new();
+        let mut failures: Vec<(usize, String)> = Vec::new();
+        for (i, (outcome, query_trace)) in outcomes.into_iter().enumerate() {
+            for step in query_trace.steps {
+                trace.push(
+                    &format!("q{}:{}", i + 1, step.label),
+                    Duration::from_secs_f64(step.duration_ms / 1e3),
+                );
+            }
+            match outcome {
+                Ok(r) => ranked.push(Some(r)),
+                Err(err) => {
+                    failures.push((i, err.to_string()));
+                    ranked.push(None);
+                }
+            }
+        }
+        trace.last = Instant::now();
+
+        let empty: Vec<Candidate> = Vec::new();
+        let pools: Vec<&Vec<Candidate>> = ranked
+            .iter()
+            .map(|r| r.as_ref().map_or(&empty, |r| &r.candidates))
+            .collect();
+        let lists: Vec<Vec<String>> = pools
+            .iter()
+            .map(|c| c.iter().map(|c| c.record.name.clone()).collect())
+            .collect();
+        let limits = vec![window; lists.len()];
+        let (packing, shaped) = self
+            .pack_shaped(
+                &req.project_id,
+                user,
+                &pools,
+                &lists,
+                &limits,
+                req.max_tool_tokens.map(u64::from),
+                req.scope,
+                &mut trace,
+            )
+            .await;
+
+        let mut tool_schemas: BTreeMap<String, ToolResult> = BTreeMap::new();
+        let mut results = Vec::with_capacity(req.queries.len());
+        let mut mentioned: BTreeSet<String> = BTreeSet::new();
+        for (i, query) in req.queries.iter().enumerate() {
+            let Some(r) = &ranked[i] else {
+                let error = failures
+                    .iter()
+                    .find(|(q, _)| *q == i)
+                    .map(|(_, e)| e.clone());
+                results.push(BatchResult {
+                    index: i as u32 + 1,
+                    use_case: query.use_case.clone(),
+                    primary_tool_slugs: Vec::new(),
+                    related_tool_slugs: Vec::new(),
+                    toolkits: Vec::new(),
+                    error,
+                    errors: Vec::new(),
+                    usage: None,
+                });
+                continue;
+            };
+            let packed = &packing.queries[i];
+            let mut primary = Vec::new();
+            let mut tools = Vec::new();
+            for &pos in &packed.selected {
+                let c = &r.candidates[pos];
+                let result = crate::search::to_result(c, &shaped[&c.record.name]);
+                primary.push(result.intent_name.clone());
+                tool_schemas
+                    .entry(result.intent_name.clone())
+                    .and_modify(|t| t.relevancy = t.relevancy.max(result.relevancy))
+                    .or_insert_with(|| result.clone());
+                tools.push(result);
+            }
+            let primary_integrations: HashSet<&str> =
+                tools.iter().map(|t| t.integration.as_str()).collect();
+            let selected: HashSet<usize> = packed.selected.iter().copied().collect();
+            let related: Vec<String> = r
+                .candidates
+                .iter()
+                .enumerate()
+                .filter(|(pos, c)| {
+                    !selected.contains(pos)
+                        && primary_integrations.contains(c.record.integration.as_str())
+                })
+                .take(req.related_k as usize)
+                .map(|(_, c)| c.record.name.clone())
+                .collect();
+            let toolkits = sorted_unique(
+                tools.iter().map(|t| &t.integration).chain(
+                    r.candidates
+                        .iter()
+                        .filter(|c| related.contains(&c.record.name))
+                        .map(|c| &c.record.integration),
+                ),
+            );
+            mentioned.extend(toolkits.iter().cloned());
+            let budget_misses = budget_near_misses(&r.candidates, packed, |c| {
+                shaped.get(&c.record.name).map(|s| s.tokens)
+            });
+            let query_usage = usage(
+                r,
+                packed,
+                tools.len(),
+                shaped_state(&tools, &shaped),
+                budget_misses,
+            );
+            results.push(BatchResult {
+                index: i as u32 + 1,
+                use_case: query.use_case.clone(),
+                primary_tool_slugs: primary,
+                related_tool_slugs: related,
+                toolkits,
+                error: None,
+                errors: r.errors.clone(),
+                usage: Some(query_usage),
+            });
+        }
+        trace.step("assemble");
+
+        let statuses = self.batch_statuses(&req, &rows, &mentioned);
+        let error = (!failures.is_empty()).then(|| {
+            format!(
+                "{} out of {} searches failed, reasons: {}",
+                failures.len(),
+                req.queries.len(),
+                failures
+                    .iter()
+                    .map(|(i, e)| format!("query {}: {e}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        });
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let next_steps_guidance = guidance(&statuses);
+        Ok(BatchResponse {
+            next_steps_guidance,
+            success: failures.is_empty(),
+            error,
+            results,
+            toolkit_connection_statuses: statuses,
+            usage: BatchUsage {
+                budget_scope: match req.scope {
+                    BudgetScope::Union => "union",
+                    BudgetScope::PerQuery => "per_query",
+                },
+                tools: tool_schemas.len() as u32,
+                tool_tokens: tool_schemas.values().map(|t| u64::from(t.tokens)).sum(),
+                custom_tools: req.custom.len() as u32,
+            },
+            tool_schemas,
+            time_info: TimeInfo {
+                current_time_utc: connections::rfc3339(now.as_millis() as i64),
+                current_time_utc_epoch_seconds: now.as_secs() as i64,
+                message: "Times are UTC; convert to the user's time zone before showing or \
+                          passing them to tools that expect local time."
+                    .into(),
+            },
+            trace: req.diagnostics.then(|| trace.finish()),
+        })
+    }
+
+    /// Embeds the custom tools' texts (cached by text, so tools sent on every request are embedded
+    /// once) and returns them ready for a shard's in-memory index.
+    async fn embed_custom(&self, custom: &[CustomTool]) -> Result<Vec<IndexedTool>> {
+        if custom.is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = custom.iter().map(|t| t.record.embedding_text()).collect();
+        let embedder = self.embedder.clone();
+        let vectors = tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder.embed_many(&refs)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
+        .map_err(|e| Error::Unavailable(format!("embedding the custom tools failed: {e}")))?;
+        Ok(custom
+            .iter()
+            .zip(vectors)
+            .map(|(t, v)| IndexedTool {
+                record: t.record.clone(),
+                vector: v.to_vec(),
+            })
+            .collect())
+    }
+
+    /// Connection statuses of every toolkit the results mention: custom toolkits and standalone
+    /// custom tools need none; catalog integrations show the caller's accounts.
+    fn batch_statuses(
+        &self,
+        req: &BatchRequest,
+        rows: &[agentsearch_store::ConnectionRow],
+        mentioned: &BTreeSet<String>,
+    ) -> Vec<ToolkitConnectionStatus> {
+        let catalog: Vec<String> = mentioned
+            .iter()
+            .filter(|k| !req.toolkits.contains_key(*k) && k.as_str() != LOCAL_INTEGRATION)
+            .cloned()
+            .collect();
+        let mut statuses = connections::statuses_from_rows(
+            &rows
+                .iter()
+                .filter(|r| catalog.contains(&r.integration))
+                .cloned()
+                .collect::<Vec<_>>(),
+            &catalog,
+            &BTreeMap::new(),
+        );
+        for kit in mentioned
+            .iter()
+            .filter(|k| req.toolkits.contains_key(*k) || k.as_str() == LOCAL_INTEGRATION)
+        {
+            statuses.push(ToolkitConnectionStatus {
+                current_user_info: None,
+                toolkit: kit.clone(),
+                description: req
+                    .toolkits
+                    .get(kit)
+                    .map(|k| k.description.clone())
+                    .unwrap_or_else(|| "Standalone custom tools of this request.".into()),
+                has_active_connection: true,
+                accounts: Vec::new(),
+                account_selection: None,
+                status_message: "No connection needed: custom tools run without authentication."
+                    .into(),
+                account_type: None,
+            });
+        }
+        statuses.sort_by(|a, b| a.toolkit.cmp(&b.toolkit));
+        statuses
+    }
+}
+
+/// One step per toolkit that needs the user: connect it, or pick one of several accounts.
+fn guidance(statuses: &[ToolkitConnectionStatus]) -> Vec<String> {
+    let mut steps: Vec<String> = statuses
+        .iter()
+        .filter_map(|s| {
+            if !s.has_active_connection {
+                Some(format!(
+                    "Ask the user to connect {} before running its tools.",
+                    s.toolkit
+                ))
+            } else if s.account_selection.is_some() {
+                Some(format!(
+                    "The user has several {} accounts: name the account to use when running its tools.",
+                    s.toolkit
+                ))
+            } else {
+                None
+            }
+        })
+        .collect();
+    steps.push(
+        "Run primary tools first; related tools are alternatives and follow-ups. Ask the user \
+         before running any tool whose approvalRequired is true."
+            .into(),
+    );
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_fields_parse_and_name_the_bad_pair() {
+        assert_eq!(
+            parse_known_fields("channel_name:general, user_email:john@example.com").unwrap(),
+            [
+                ("channel_name".to_string(), "general".to_string()),
+                ("user_email".to_string(), "john@example.com".to_string())
+            ]
+        );
+        assert!(parse_known_fields("").unwrap().is_empty());
+        assert!(parse_known_fields("a:1, b").unwrap_err().contains("pair 2"));
+        assert!(parse_known_fields("a b:1").unwrap_err().contains("key"));
+        assert!(parse_known_fields(&"k:v,".repeat(200)).is_err());
+    }
+
+    fn tool(slug: &str) -> RawCustomTool {
+        RawCustomTool {
+            slug: Some(slug.into()),
+            name: Some("Lookup".into()),
+            description: Some("Looks up an order by id.".into()),
+            input_schema: Some(serde_json::json!({
+                "type": "object", "properties": {"order_id": {"type": "string"}}
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn custom_tools_get_local_names_and_every_bad_field_is_named() {
+        let raw = RawBatch {
+            queries: Some(vec![RawBatchQuery {
+                use_case: Some("find an order".into()),
+                known_fields: None,
+            }]),
+            custom_tools: vec![
+                tool("order-lookup"),
+                RawCustomTool {
+                    extends_toolkit: Some("shopify".into()),
+                    ..tool("refund")
+                },
+            ],
+            custom_toolkits: vec![RawCustomToolkit {
+                slug: Some("crm".into()),
+                name: Some("In-house CRM".into()),
+                description: Some("Our CRM".into()),
+                preload: None,
+                tools: vec![tool("find_contact")],
+            }],
+            ..Default::default()
+        };
+        let req = raw.validate("p".into()).unwrap();
+        let names: Vec<(&str, &str)> = req
+            .custom
+            .iter()
+            .map(|t| (t.record.name.as_str(), t.record.integration.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("LOCAL_ORDER_LOOKUP", "local"),
+                ("LOCAL_SHOPIFY_REFUND", "shopify"),
+                ("LOCAL_CRM_FIND_CONTACT", "crm")
+            ]
+        );
+        assert!(req.custom.iter().all(|t| t.record.tokens > 0));
+        assert_eq!(req.top_k, DEFAULT_BATCH_TOP_K);
+
+        let bad = RawBatch {
+            queries: Some(vec![RawBatchQuery {
+                use_case: Some(" ".into()),
+                known_fields: Some("nokey".into()),
+            }]),
+            budget_scope: Some("all".into()),
+            custom_tools: vec![RawCustomTool {
+                input_schema: Some(serde_json::json!({"type": "string"})),
+                ..tool("x y")
+            }],
+            ..Default::default()
+        };
+        let Error::InvalidArgument { violations, .. } = bad.validate("p".into()).unwrap_err()
+        else {
+            panic!()
+        };
+        let fields: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "queries[0].useCase",
+                "queries[0].knownFields",
+                "budgetScope",
+                "customTools[0].slug",
+                "customTools[0].inputSchema"
+            ]
+        );
+        let too_many = RawBatch {
+            queries: Some((0..11).map(|_| RawBatchQuery::default()).collect()),
+            ..Default::default()
+        };
+        assert!(too_many.validate("p".into()).is_err());
+    }
+}
