@@ -31,8 +31,8 @@ pub const MAX_CUSTOM_NAME_CHARS: usize = 60;
 pub const DEFAULT_BATCH_TOP_K: u32 = 5;
 pub const DEFAULT_RELATED_K: u32 = 5;
 pub const MAX_RELATED_K: i64 = 20;
-/// The integration of standalone custom tools.
-pub const LOCAL_INTEGRATION: &str = "local";
+/// The integration of standalone custom tools (reserved: no catalog tool may use it).
+pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::RESERVED_INTEGRATION;
 
 /// A batch request as received (REST camelCase JSON; gRPC builds the same).
 #[derive(Debug, Default, Deserialize)]
@@ -178,6 +178,22 @@ impl RawBatch {
             self.custom_tools.extend(experimental.custom_tools);
             self.custom_toolkits.extend(experimental.custom_toolkits);
         }
+        // Count before validating (validation tokenizes every tool).
+        let custom_count = self.custom_tools.len()
+            + self
+                .custom_toolkits
+                .iter()
+                .map(|k| k.tools.len())
+                .sum::<usize>();
+        if custom_count > MAX_CUSTOM_TOOLS {
+            return Err(Error::invalid(
+                "customTools",
+                format!(
+                    "at most {MAX_CUSTOM_TOOLS} custom tools per request (with those of \
+                     customToolkits), got {custom_count}"
+                ),
+            ));
+        }
         let queries = match self.queries {
             None => {
                 v.push(FieldViolation::new("queries", "is required"));
@@ -296,15 +312,6 @@ impl RawBatch {
                     custom.push(t);
                 }
             }
-        }
-        if custom.len() > MAX_CUSTOM_TOOLS {
-            v.push(FieldViolation::new(
-                "customTools",
-                format!(
-                    "at most {MAX_CUSTOM_TOOLS} custom tools per request, got {}",
-                    custom.len()
-                ),
-            ));
         }
         let mut names: HashMap<&str, &str> = HashMap::new();
         for t in &custom {
@@ -680,17 +687,12 @@ impl Router {
             .iter()
             .map(|r| r.as_ref().map_or(&empty, |r| &r.candidates))
             .collect();
-        let lists: Vec<Vec<String>> = pools
-            .iter()
-            .map(|c| c.iter().map(|c| c.record.name.clone()).collect())
-            .collect();
-        let limits = vec![window; lists.len()];
+        let limits = vec![window; pools.len()];
         let (packing, shaped) = self
             .pack_shaped(
                 &req.project_id,
                 user,
                 &pools,
-                &lists,
                 &limits,
                 req.max_tool_tokens.map(u64::from),
                 req.scope,

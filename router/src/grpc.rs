@@ -92,9 +92,25 @@ impl Begun {
             RequestContext {
                 request_id: self.request_id.clone(),
                 user: caller.user,
+                kind: caller.kind,
                 auth: self.started.elapsed(),
             },
         ))
+    }
+
+    /// [`Begun::authenticate`] for a catalog, sync, record or group operation: user tokens are
+    /// refused (see [`RequestContext::require_service`]).
+    pub(crate) fn authenticate_service(&self, project_id: &str) -> Result<String, Error> {
+        let (project_id, ctx) = self.authenticate(project_id)?;
+        ctx.require_service()?;
+        Ok(project_id)
+    }
+
+    /// [`Begun::authenticate_service`] with the failure as a status.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn authorize_service(&self, project_id: &str) -> Result<String, Status> {
+        self.authenticate_service(project_id)
+            .map_err(|e| status_from_error(&e, &self.request_id))
     }
 
     /// [`Begun::authenticate`] with the failure as a status.
@@ -576,7 +592,7 @@ async fn prepare(
     message: pb::UpsertToolsRequest,
     in_flight: &HashSet<String>,
 ) -> Result<PreparedBatch, Error> {
-    let (project_id, _) = begun.authenticate(&message.project_id)?;
+    let project_id = begun.authenticate_service(&message.project_id)?;
     let mut defs = Vec::with_capacity(message.tools.len());
     let mut violations = Vec::new();
     for (i, t) in message.tools.into_iter().enumerate() {
@@ -696,7 +712,7 @@ impl ToolCatalog for PublicGrpc {
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let (project_id, _) = begun.authorize(&r.project_id)?;
+        let project_id = begun.authorize_service(&r.project_id)?;
         let outcome = self
             .router
             .delete_tools(&project_id, r.names, &request_id)

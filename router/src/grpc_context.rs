@@ -246,7 +246,7 @@ impl ContextSync for PublicGrpc {
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let (project_id, _) = begun.authorize(&r.project_id)?;
+        let project_id = begun.authorize_service(&r.project_id)?;
         let raw = RawCreateSync {
             id: r.sync_id,
             source: Some(r.source),
@@ -268,7 +268,7 @@ impl ContextSync for PublicGrpc {
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let (project_id, _) = begun.authorize(&r.project_id)?;
+        let project_id = begun.authorize_service(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let sync = self
             .router()
@@ -285,7 +285,7 @@ impl ContextSync for PublicGrpc {
         let begun = self.begin(&request);
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
-        let project_id = begun.authorize(&request.into_inner().project_id)?.0;
+        let project_id = begun.authorize_service(&request.into_inner().project_id)?;
         let syncs = self.router().list_syncs(&project_id).await.map_err(fail)?;
         Ok(Response::new(pb::ListSyncsResponse {
             syncs: syncs.into_iter().map(sync_to_proto).collect(),
@@ -308,7 +308,7 @@ impl ContextSync for PublicGrpc {
                     Err(status) => Err(status),
                     Ok(m) => {
                         let outcome = async {
-                            let (project_id, _) = begun.authenticate(&m.project_id)?;
+                            let project_id = begun.authenticate_service(&m.project_id)?;
                             let sync_id = sync_id(&m.sync_id)?;
                             let raw = RawUpsertRecords {
                                 records: m.records.into_iter().map(record_from_proto).collect(),
@@ -351,7 +351,7 @@ impl ContextSync for PublicGrpc {
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let (project_id, _) = begun.authorize(&r.project_id)?;
+        let project_id = begun.authorize_service(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let outcome = self
             .router()
@@ -373,7 +373,7 @@ impl ContextSync for PublicGrpc {
         let request_id = begun.request_id.clone();
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
-        let (project_id, _) = begun.authorize(&r.project_id)?;
+        let project_id = begun.authorize_service(&r.project_id)?;
         let sync_id = sync_id(&r.sync_id).map_err(fail)?;
         let raw = RawPutGroups {
             groups: r

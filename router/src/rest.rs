@@ -136,6 +136,7 @@ impl Call {
         let ctx = RequestContext {
             request_id: request_id.clone(),
             user: caller.user,
+            kind: caller.kind,
             auth: started.elapsed(),
         };
         Ok((Self { request_id, ctx }, project_id))
@@ -365,6 +366,7 @@ async fn upsert_tools(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["tools"]).map_err(|e| call.fail(e))?;
@@ -401,6 +403,7 @@ async fn delete_tools(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let body = body_bytes(body).map_err(|e| call.fail(e))?;
     let mut object = parse_object(&body).map_err(|e| call.fail(e))?;
     reject_unknown(&object, &["names"]).map_err(|e| call.fail(e))?;

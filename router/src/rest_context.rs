@@ -110,6 +110,7 @@ async fn create_sync(
 ) -> Result<Response, ApiError> {
     let (call, project_id, raw): (_, _, RawCreateSync) =
         begin(&state, &headers, &project_id, body)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
     let sync = state
         .router
@@ -125,6 +126,7 @@ async fn list_syncs(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let syncs = state
         .router
         .list_syncs(&project_id)
@@ -139,6 +141,7 @@ async fn get_sync(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let sync = state
         .router
@@ -156,6 +159,7 @@ async fn upsert_records(
 ) -> Result<Response, ApiError> {
     let (call, project_id, raw): (_, _, RawUpsertRecords) =
         begin(&state, &headers, &project_id, body)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let outcome = state
         .router
@@ -178,6 +182,7 @@ async fn delete_records(
 ) -> Result<Response, ApiError> {
     let (call, project_id, raw): (_, _, RawDeleteRecords) =
         begin(&state, &headers, &project_id, body)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let outcome = state
         .router
@@ -198,6 +203,7 @@ async fn put_groups(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (call, project_id, raw): (_, _, RawPutGroups) = begin(&state, &headers, &project_id, body)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let groups = state
         .router

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentsearch_common::auth::CallerKind;
 use agentsearch_common::config::{Fusion, SearchConfig};
 use agentsearch_common::shard::{
     Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ShardSearchRequest, ShardSearchResponse,
@@ -74,6 +75,9 @@ impl TraceRecorder {
     }
 }
 
+/// The error code of inline tools that could not be searched (they are not retried on a replica).
+const INLINE_UNAVAILABLE: &str = "INLINE_UNAVAILABLE";
+
 /// One shard's part of a fan-out: the integrations it searches.
 struct Part {
     shard_id: String,
@@ -81,12 +85,27 @@ struct Part {
 }
 
 /// Who is asking and how long authenticating them took (the `auth` trace step).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RequestContext {
     pub request_id: String,
     /// The token's `sub`; `None` for service and anonymous callers.
     pub user: Option<String>,
+    pub kind: CallerKind,
     pub auth: Duration,
+}
+
+impl RequestContext {
+    /// Catalog, sync, record and group writes (and sync listings) are for the deployment's
+    /// services, not for end users: a user token is refused.
+    pub fn require_service(&self) -> Result<()> {
+        if self.kind == CallerKind::Jwt {
+            return Err(Error::PermissionDenied(
+                "a user token may not change the catalog or synced content; use the service token"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What to rank: one query of a search or of a batch.
@@ -180,17 +199,11 @@ impl Router {
         };
         let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
 
-        let lists = [ranked
-            .candidates
-            .iter()
-            .map(|c| c.record.name.clone())
-            .collect::<Vec<_>>()];
         let (packing, shaped) = self
             .pack_shaped(
                 &req.project_id,
                 user,
                 &[&ranked.candidates],
-                &lists,
                 &[window],
                 req.max_tool_tokens.map(u64::from),
                 BudgetScope::Union,
@@ -404,8 +417,11 @@ impl Router {
                     for integration in sorted_unique(inline.iter().map(|t| &t.record.integration)) {
                         errors.push(SearchError {
                             integration,
-                            code: err.code().as_str().to_string(),
-                            message: "the inline tools could not be searched".into(),
+                            code: INLINE_UNAVAILABLE.into(),
+                            message: format!(
+                                "the inline tools could not be searched ({})",
+                                err.code().as_str()
+                            ),
                         });
                     }
                 }
@@ -414,7 +430,7 @@ impl Router {
         // Retry the integrations of failed shards once, on their next replica, within the deadline.
         let failed: Vec<String> = errors
             .iter()
-            .filter(|e| e.code != "UNKNOWN_INTEGRATION")
+            .filter(|e| e.code != "UNKNOWN_INTEGRATION" && e.code != INLINE_UNAVAILABLE)
             .map(|e| e.integration.clone())
             .collect();
         if !failed.is_empty() && Instant::now() < deadline {
@@ -449,7 +465,9 @@ impl Router {
                     .flat_map(|p| p.integrations.iter().cloned())
                     .filter(|i| !retry_errors.iter().any(|e| &e.integration == i))
                     .collect();
-                errors.retain(|e| !recovered.contains(&e.integration));
+                errors.retain(|e| {
+                    e.code == INLINE_UNAVAILABLE || !recovered.contains(&e.integration)
+                });
                 answers.extend(more);
             }
         }
@@ -559,7 +577,7 @@ impl Router {
                         let hit = Hit {
                             name: record.name.clone(),
                             integration: record.integration.clone(),
-                            score: f32::INFINITY,
+                            score: 0.0,
                         };
                         if record.side_effect.allowed_under(q.max_side_effect) {
                             generations
@@ -579,7 +597,7 @@ impl Router {
             trace.step("name_lookup");
         }
         let dense_on = vector.is_some();
-        let omitted_for_side_effect = side_effect_omissions(
+        let mut omitted_for_side_effect = side_effect_omissions(
             [
                 (&lexical_lists, &excluded_lexical, lexical_on),
                 (&dense_lists, &excluded_dense, dense_on),
@@ -610,23 +628,23 @@ impl Router {
                 });
             }
         }
-        // The ranking before the side-effect ceiling: eligible and excluded hits ranked together.
-        excluded_lexical.push(looked_up_excluded);
-        let excluded_names: HashSet<String> = excluded_lexical
+        // The ranking before the side-effect ceiling: eligible and excluded hits ranked together,
+        // uncut, so every eligible candidate has a place in it.
+        let mut excluded_names: HashSet<String> = excluded_lexical
             .iter()
             .chain(excluded_dense.iter())
             .flatten()
             .map(|h| h.name.clone())
             .collect();
-        let unfiltered: Vec<(String, String)> = if excluded_names.is_empty() {
-            fused
-                .iter()
-                .map(|f| (f.key.to_string(), records[f.key].integration.clone()))
-                .collect()
+        let mut unfiltered: Vec<(String, String)> = if excluded_names.is_empty() {
+            Vec::new()
         } else {
             let all = |eligible: &Vec<Vec<Hit>>, excluded: &Vec<Vec<Hit>>, on: bool| {
                 if on {
-                    merge_ranked(eligible.iter().chain(excluded).cloned().collect(), limit)
+                    merge_ranked(
+                        eligible.iter().chain(excluded).cloned().collect(),
+                        usize::MAX,
+                    )
                 } else {
                     Vec::new()
                 }
@@ -639,18 +657,27 @@ impl Router {
                 .map(|h| (h.name.as_str(), h.integration.as_str()))
                 .collect();
             let (all_fused, _) = fuse(search, &lexical_all, &dense_all);
-            let mut all: Vec<(String, String)> = all_fused
+            all_fused
                 .into_iter()
                 .filter(|f| records.contains_key(f.key) || excluded_names.contains(f.key))
                 .map(|f| (f.key.to_string(), integration_of[f.key].to_string()))
-                .collect();
-            for hit in &looked_up {
-                if !all.iter().any(|(n, _)| n == &hit.name) {
-                    all.push((hit.name.clone(), hit.integration.clone()));
-                }
-            }
-            all
+                .collect()
         };
+        let mut present: HashSet<String> = unfiltered.iter().map(|(n, _)| n.clone()).collect();
+        for f in &fused {
+            if present.insert(f.key.to_string()) {
+                unfiltered.push((f.key.to_string(), records[f.key].integration.clone()));
+            }
+        }
+        // A looked-up tool above the ceiling: removed by it (and promoted below if named).
+        for hit in looked_up_excluded {
+            if excluded_names.insert(hit.name.clone()) {
+                omitted_for_side_effect += 1;
+            }
+            if present.insert(hit.name.clone()) {
+                unfiltered.push((hit.name, hit.integration));
+            }
+        }
         trace.step("fuse");
 
         // A query that names a tool ranks it first, before any rule applies.
@@ -759,14 +786,13 @@ impl Router {
 
     /// Packs the ranked lists of one or more queries under their limits and the budget, shaping
     /// (hydrating) candidates as packing reaches them, so tokens and budget are those of the
-    /// schemas returned. `lists[q]` are the names of `ranked[q]`'s candidates.
+    /// schemas returned.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn pack_shaped(
         &self,
         project_id: &str,
         user: Option<&str>,
         ranked: &[&Vec<Candidate>],
-        lists: &[Vec<String>],
         limits: &[usize],
         max_tokens: Option<u64>,
         scope: BudgetScope,
@@ -776,6 +802,10 @@ impl Router {
             .iter()
             .flat_map(|list| list.iter())
             .map(|c| (c.record.name.as_str(), c))
+            .collect();
+        let lists: Vec<Vec<String>> = ranked
+            .iter()
+            .map(|list| list.iter().map(|c| c.record.name.clone()).collect())
             .collect();
         let mut shaped: HashMap<String, Shaped> = HashMap::new();
         let mut hydrate_took = Duration::ZERO;
@@ -789,6 +819,8 @@ impl Router {
                         .collect()
                 })
                 .collect();
+            // Every name packing asks for is a candidate of `ranked`, so each round shapes at least
+            // one more candidate and the loop ends.
             match pack_queries(&sized, limits, max_tokens, scope) {
                 Ok(packing) => {
                     if hydrate_took > Duration::ZERO {
@@ -1299,19 +1331,29 @@ fn normalise_name(text: &str) -> String {
     identifier_pieces(text).join("_")
 }
 
-/// Names a query may be spelling out exactly: its identifier-like words (with `_`, `.` or inner
-/// capitals; or the whole query when it is one word), as written, upper-case and lower-case
-/// snake. Plain prose gives none, so ordinary searches cost no lookup.
+/// Whether a word of a query looks like an identifier: it has `_` or `.` inside, or a capital
+/// after its first letter (`SLACK_POST_MESSAGE`, `slack.post`, `createIssue`), and two pieces or
+/// more.
+fn identifier_like(word: &str) -> bool {
+    let marked = word.contains('_')
+        || word.contains('.')
+        || word.chars().skip(1).any(|c| c.is_ascii_uppercase());
+    marked && identifier_pieces(word).len() >= 2
+}
+
+/// The words of a query stripped of surrounding punctuation.
+fn query_words(query: &str) -> impl Iterator<Item = &str> {
+    query
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
+}
+
+/// Names a query may be spelling out exactly: its identifier-like words, as written, upper-case and
+/// lower-case snake. Plain prose gives none, so ordinary searches cost no lookup.
 pub(crate) fn name_guesses(query: &str) -> Vec<String> {
-    let words: Vec<&str> = query.split_whitespace().collect();
     let mut guesses = Vec::new();
-    for word in words.iter().take(8) {
-        let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
-        let identifier_like = word.contains('_')
-            || word.contains('.')
-            || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
-            || words.len() == 1;
-        if !identifier_like || word.len() < 3 || word.len() > 128 {
+    for word in query_words(query).take(32) {
+        if !identifier_like(word) || word.len() > 128 {
             continue;
         }
         let snake = normalise_name(word);
@@ -1335,11 +1377,9 @@ pub(crate) fn named_tools<'a>(query: &str, names: impl Iterator<Item = &'a str>)
     if whole.is_empty() {
         return Vec::new();
     }
-    let words: HashSet<String> = query
-        .split_whitespace()
-        .filter(|w| w.contains('_') || w.chars().filter(|c| c.is_ascii_uppercase()).count() > 1)
+    let words: HashSet<String> = query_words(query)
+        .filter(|w| identifier_like(w))
         .map(normalise_name)
-        .filter(|w| w.contains('_'))
         .collect();
     let mut exact = Vec::new();
     let mut near = Vec::new();
@@ -1349,6 +1389,7 @@ pub(crate) fn named_tools<'a>(query: &str, names: impl Iterator<Item = &'a str>)
             exact.push(name.to_string());
         } else if normalised.len() >= 10
             && whole.len() >= 10
+            && normalised.len().abs_diff(whole.len()) <= 2
             && strsim::levenshtein(&normalised, &whole) <= 2
         {
             near.push(name.to_string());
@@ -1406,6 +1447,13 @@ mod tests {
         assert_eq!(
             name_guesses("createIssue"),
             ["createIssue", "CREATE_ISSUE", "create_issue"]
+        );
+        // One plain word is prose, not a name.
+        assert!(name_guesses("weather").is_empty());
+        // Every word that is looked up can also be promoted.
+        assert_eq!(
+            named_tools("run gmailSend", ["GMAIL_SEND"].into_iter()),
+            ["GMAIL_SEND"]
         );
     }
 

@@ -655,6 +655,51 @@ async fn jwt_project_keys_name_the_user() {
     // A project's token is no good for the test project either.
     let reply = call(addr, "POST", &search_path(), Some(&rsa), body).await;
     assert_error(&reply, 403, "PROJECT_MISMATCH");
+
+    // End users read; only services change the catalog and synced content.
+    let tool = r#"{"tools": [{"name": "ACME_MAIL_PURGE", "integration": "acme_mail", "description": "x"}]}"#;
+    let reply = call(addr, "PUT", &project_path("/tools"), Some(&alice), tool).await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    let reply = call(
+        addr,
+        "POST",
+        &project_path("/tools:delete"),
+        Some(&alice),
+        r#"{"names": ["ACME_MAIL_SEND"]}"#,
+    )
+    .await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    let context_path = |rest: &str| format!("/api/context/projects/{PROJECT}{rest}");
+    let reply = call(
+        addr,
+        "POST",
+        &context_path("/syncs"),
+        Some(&alice),
+        r#"{"source": "googledrive", "owner": "alice@example.com"}"#,
+    )
+    .await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    let reply = call(addr, "GET", &context_path("/syncs"), Some(&alice), "").await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    // A user token searches context as its own user only.
+    let reply = call(
+        addr,
+        "POST",
+        &context_path("/search"),
+        Some(&alice),
+        r#"{"query": "roadmap", "identity": "bob@example.com"}"#,
+    )
+    .await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    let reply = call(
+        addr,
+        "PUT",
+        &project_path("/tools"),
+        Some(SERVICE_TOKEN),
+        tool,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
 }
 
 // ---- 2. Connections ----

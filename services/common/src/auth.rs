@@ -43,6 +43,9 @@ pub struct Caller {
     pub kind: CallerKind,
 }
 
+/// Other projects whose keys are tried on a token without a `project` claim that fails to verify.
+const MISMATCH_PROBES: usize = 8;
+
 /// How a caller authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CallerKind {
@@ -251,7 +254,8 @@ impl Auth {
             }
             Err(failure) => {
                 // A token signed by another project's key: say so rather than "bad signature". Only
-                // the configured project the token names is tried; without one, every other is.
+                // the configured project the token names is tried; without one, at most
+                // MISMATCH_PROBES others, so a forged token cannot cost a check of every key.
                 let named = unverified
                     .get("project")
                     .and_then(Value::as_str)
@@ -263,6 +267,7 @@ impl Auth {
                         .projects
                         .iter()
                         .filter(|(id, _)| id.as_str() != project)
+                        .take(MISMATCH_PROBES)
                         .collect(),
                 };
                 for (other, other_keys) in others {

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldViolation;
 
+/// The integration of standalone inline custom tools; no catalog tool may use it.
+pub const RESERVED_INTEGRATION: &str = "local";
+
 /// What running a tool does in the connected app, ordered `read < write < delete < send`.
 /// `unknown` is outside the order: it is excluded whenever a ceiling is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -148,7 +151,12 @@ impl ToolDefinition {
                 "must not have leading or trailing spaces or control characters",
             ));
         }
-        if let Err(issue) = check_slug(&self.integration) {
+        if self.integration == RESERVED_INTEGRATION {
+            violations.push(FieldViolation::new(
+                field("integration"),
+                "`local` is reserved for a request's inline custom tools",
+            ));
+        } else if let Err(issue) = check_slug(&self.integration) {
             violations.push(FieldViolation::new(field("integration"), issue));
         }
         if let Some(category) = &self.category
