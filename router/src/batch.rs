@@ -19,8 +19,7 @@ use crate::api::{
     Trace, Usage, range, retrieval_mode, slugs,
 };
 use crate::search::{
-    Candidate, RankQuery, Ranked, RequestContext, TraceRecorder, budget_near_misses, shaped_state,
-    sorted_unique, usage,
+    Candidate, RankQuery, Ranked, RequestContext, TraceRecorder, query_result, sorted_unique,
 };
 use crate::{Router, connections};
 
@@ -722,51 +721,29 @@ impl Router {
                 continue;
             };
             let packed = &packing.queries[i];
-            let mut primary = Vec::new();
-            let mut tools = Vec::new();
-            for &pos in &packed.selected {
-                let c = &r.candidates[pos];
-                let result = crate::search::to_result(c, &shaped[&c.record.name]);
-                primary.push(result.intent_name.clone());
-                tool_schemas
-                    .entry(result.intent_name.clone())
-                    .and_modify(|t| t.relevancy = t.relevancy.max(result.relevancy))
-                    .or_insert_with(|| result.clone());
-                tools.push(result);
-            }
-            let primary_integrations: HashSet<&str> =
-                tools.iter().map(|t| t.integration.as_str()).collect();
+            let (tools, query_usage) = query_result(r, packed, &shaped);
+            let primary: Vec<String> = tools.iter().map(|t| t.intent_name.clone()).collect();
+            // Related tools are further candidates of the primary tools' integrations, so the
+            // query's toolkits are those of its primary tools.
+            let toolkits = sorted_unique(tools.iter().map(|t| &t.integration));
             let selected: HashSet<usize> = packed.selected.iter().copied().collect();
             let related: Vec<String> = r
                 .candidates
                 .iter()
                 .enumerate()
                 .filter(|(pos, c)| {
-                    !selected.contains(pos)
-                        && primary_integrations.contains(c.record.integration.as_str())
+                    !selected.contains(pos) && toolkits.contains(&c.record.integration)
                 })
                 .take(req.related_k as usize)
                 .map(|(_, c)| c.record.name.clone())
                 .collect();
-            let toolkits = sorted_unique(
-                tools.iter().map(|t| &t.integration).chain(
-                    r.candidates
-                        .iter()
-                        .filter(|c| related.contains(&c.record.name))
-                        .map(|c| &c.record.integration),
-                ),
-            );
             mentioned.extend(toolkits.iter().cloned());
-            let budget_misses = budget_near_misses(&r.candidates, packed, |c| {
-                shaped.get(&c.record.name).map(|s| s.tokens)
-            });
-            let query_usage = usage(
-                r,
-                packed,
-                tools.len(),
-                shaped_state(&tools, &shaped),
-                budget_misses,
-            );
+            for tool in tools {
+                tool_schemas
+                    .entry(tool.intent_name.clone())
+                    .and_modify(|t| t.relevancy = t.relevancy.max(tool.relevancy))
+                    .or_insert(tool);
+            }
             results.push(BatchResult {
                 index: i as u32 + 1,
                 use_case: query.use_case.clone(),
@@ -862,15 +839,7 @@ impl Router {
             .filter(|k| !req.toolkits.contains_key(*k) && k.as_str() != LOCAL_INTEGRATION)
             .cloned()
             .collect();
-        let mut statuses = connections::statuses_from_rows(
-            &rows
-                .iter()
-                .filter(|r| catalog.contains(&r.integration))
-                .cloned()
-                .collect::<Vec<_>>(),
-            &catalog,
-            &BTreeMap::new(),
-        );
+        let mut statuses = connections::statuses_for(rows, &catalog);
         for kit in mentioned
             .iter()
             .filter(|k| req.toolkits.contains_key(*k) || k.as_str() == LOCAL_INTEGRATION)

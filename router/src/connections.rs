@@ -2,7 +2,7 @@
 //! agent sees for each integration (several accounts, `accountSelection: required` when the agent
 //! must pick one). Rows live in the [`agentsearch_store::MetadataStore`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use agentsearch_common::tool::MAX_SLUG_CHARS;
 use agentsearch_common::{Error, FieldViolation, Result};
@@ -181,7 +181,7 @@ impl Router {
             .store
             .upsert_connections(project_id, user_id, &connections)
             .await?;
-        Ok(statuses_from_rows(&rows, &[], &BTreeMap::new()))
+        Ok(statuses_of_rows(&rows))
     }
 
     /// The user's connections, grouped per integration (`integrations` empty: all).
@@ -195,7 +195,7 @@ impl Router {
             .store
             .list_connections(project_id, user_id, integrations)
             .await?;
-        Ok(statuses_from_rows(&rows, &[], &BTreeMap::new()))
+        Ok(statuses_of_rows(&rows))
     }
 
     pub async fn delete_connection(
@@ -232,38 +232,34 @@ pub(crate) fn connected(rows: &[ConnectionRow]) -> HashSet<String> {
         .collect()
 }
 
-/// One status per integration of `rows`, plus one (not connected) for each integration of `also`
-/// without rows, in integration order. `descriptions` names integrations (custom toolkits).
-pub(crate) fn statuses_from_rows(
-    rows: &[ConnectionRow],
-    also: &[String],
-    descriptions: &BTreeMap<String, String>,
-) -> Vec<ToolkitConnectionStatus> {
-    let mut by_integration: BTreeMap<&str, Vec<&ConnectionRow>> = BTreeMap::new();
-    for row in rows {
-        by_integration
-            .entry(row.integration.as_str())
-            .or_default()
-            .push(row);
-    }
-    for integration in also {
-        by_integration.entry(integration.as_str()).or_default();
-    }
-    by_integration
+/// One status per integration of `rows` (every integration the user has accounts of).
+pub(crate) fn statuses_of_rows(rows: &[ConnectionRow]) -> Vec<ToolkitConnectionStatus> {
+    let integrations: BTreeSet<&str> = rows.iter().map(|r| r.integration.as_str()).collect();
+    integrations
         .into_iter()
-        .map(|(integration, rows)| {
-            let description = descriptions.get(integration).cloned().unwrap_or_default();
-            status(integration, description, &rows)
-        })
+        .map(|integration| status(integration, rows))
+        .collect()
+}
+
+/// One status per integration of `integrations` (not connected when `rows` has none of it), in
+/// integration order.
+pub(crate) fn statuses_for<'a>(
+    rows: &[ConnectionRow],
+    integrations: impl IntoIterator<Item = &'a String>,
+) -> Vec<ToolkitConnectionStatus> {
+    let integrations: BTreeSet<&str> = integrations.into_iter().map(String::as_str).collect();
+    integrations
+        .into_iter()
+        .map(|integration| status(integration, rows))
         .collect()
 }
 
 /// The status of one integration from the user's rows of it (store order: default first).
-pub(crate) fn status(
-    integration: &str,
-    description: String,
-    rows: &[&ConnectionRow],
-) -> ToolkitConnectionStatus {
+fn status(integration: &str, rows: &[ConnectionRow]) -> ToolkitConnectionStatus {
+    let rows: Vec<&ConnectionRow> = rows
+        .iter()
+        .filter(|r| r.integration == integration)
+        .collect();
     let active: Vec<&&ConnectionRow> = rows.iter().filter(|r| r.status == "active").collect();
     let accounts: Vec<ConnectedAccount> = rows
         .iter()
@@ -305,7 +301,7 @@ pub(crate) fn status(
     };
     ToolkitConnectionStatus {
         toolkit: integration.to_string(),
-        description,
+        description: String::new(),
         has_active_connection: !active.is_empty(),
         account_selection: (active.len() > 1).then_some("required"),
         account_type: rows
@@ -377,7 +373,11 @@ mod tests {
             row("gmail", "b", "active", false),
             row("slack", "s", "expired", true),
         ];
-        let statuses = statuses_from_rows(&rows, &["zoom".to_string()], &BTreeMap::new());
+        let statuses = statuses_for(
+            &rows,
+            &["gmail".to_string(), "slack".to_string(), "zoom".to_string()],
+        );
+        assert_eq!(statuses_of_rows(&rows), statuses[..2]);
         let names: Vec<&str> = statuses.iter().map(|s| s.toolkit.as_str()).collect();
         assert_eq!(names, ["gmail", "slack", "zoom"]);
         assert_eq!(statuses[0].account_selection, Some("required"));

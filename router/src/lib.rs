@@ -85,10 +85,6 @@ impl Router {
         self
     }
 
-    pub fn hydration(&self) -> Option<&Arc<HydrationService>> {
-        self.hydration.as_ref()
-    }
-
     pub fn store(&self) -> &Arc<dyn MetadataStore> {
         &self.store
     }

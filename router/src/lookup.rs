@@ -122,18 +122,9 @@ impl Router {
             .pop()
             .ok_or_else(|| Error::Internal("no shape for the tool".into()))?;
         let rows = self.user_connections(project_id, user).await?;
-        let integration = candidate.record.integration.clone();
-        let rows: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.integration == integration)
-            .collect();
-        let connection = connections::statuses_from_rows(
-            &rows,
-            std::slice::from_ref(&integration),
-            &BTreeMap::new(),
-        )
-        .pop()
-        .ok_or_else(|| Error::Internal("no connection status for the tool".into()))?;
+        let connection = connections::statuses_for(&rows, [&candidate.record.integration])
+            .pop()
+            .ok_or_else(|| Error::Internal("no connection status for the tool".into()))?;
         Ok(GetToolResponse {
             degraded: shaped.failed.then_some("static_schema"),
             tool: to_result(&candidate, &shaped),

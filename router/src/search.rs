@@ -20,7 +20,7 @@ use agentsearch_fusion::{
     BudgetScope, FusedItem, MultiPacking, Packing, RankedList, ScoredList, merge_ranked,
     pack_queries, reciprocal_rank_fusion, score_fusion,
 };
-use agentsearch_hydrate::{HydrationRequest, Outcome};
+use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
 use serde_json::value::RawValue;
 
@@ -153,14 +153,16 @@ pub(crate) struct Ranked {
     pub failed_integrations: Vec<String>,
 }
 
-/// A tool as it will be returned: hydrated for the caller or static.
+/// How a tool is returned to the caller: with the caller's schema, or the stored one.
 #[derive(Clone, Debug)]
 pub(crate) struct Shaped {
-    pub description: String,
-    pub parameters: String,
+    /// The caller's schema; `None`: the stored one.
+    pub hydrated: Option<HydratedSchema>,
+    /// Tokens of the definition as returned.
     pub tokens: u32,
-    pub hydrated: bool,
-    /// Hydration was attempted and failed: the static schema stands in.
+    /// The integration hydrates schemas and the caller is a user: hydration was tried.
+    pub attempted: bool,
+    /// Hydration was tried and failed: the stored schema stands in.
     pub failed: bool,
 }
 
@@ -210,36 +212,9 @@ impl Router {
                 &mut trace,
             )
             .await;
-        let packing = &packing.queries[0];
-        let tools: Vec<ToolResult> = packing
-            .selected
-            .iter()
-            .map(|&pos| {
-                let c = &ranked.candidates[pos];
-                to_result(c, &shaped[&c.record.name])
-            })
-            .collect();
+        let (tools, usage) = query_result(&ranked, &packing.queries[0], &shaped);
         trace.step("budget");
-        let budget_misses = budget_near_misses(&ranked.candidates, packing, |c| {
-            shaped.get(&c.record.name).map(|s| s.tokens)
-        });
-        let integrations: Vec<String> = sorted_unique(tools.iter().map(|t| &t.integration));
-        let statuses = connections::statuses_from_rows(
-            &rows
-                .iter()
-                .filter(|r| integrations.contains(&r.integration))
-                .cloned()
-                .collect::<Vec<_>>(),
-            &integrations,
-            &BTreeMap::new(),
-        );
-        let usage = usage(
-            &ranked,
-            packing,
-            tools.len(),
-            shaped_state(&tools, &shaped),
-            budget_misses,
-        );
+        let statuses = connections::statuses_for(&rows, tools.iter().map(|t| &t.integration));
         Ok(ToolSearchResponse {
             tools,
             search_query: req.query,
@@ -856,11 +831,7 @@ impl Router {
                     }
                     let t = Instant::now();
                     let results = self.shape(project_id, user, &wanted).await;
-                    if let (Some(service), Some(_)) = (&self.hydration, user)
-                        && wanted
-                            .iter()
-                            .any(|c| service.hydrates(&c.record.integration))
-                    {
+                    if results.iter().any(|s| s.attempted) {
                         hydrate_took += t.elapsed();
                     }
                     for (c, s) in wanted.iter().zip(results) {
@@ -881,18 +852,17 @@ impl Router {
     ) -> Vec<Shaped> {
         let calls = candidates.iter().map(|c| async move {
             let record = &c.record;
-            let static_shape = |failed: bool| Shaped {
-                description: record.description.clone(),
-                parameters: record.parameters.clone(),
+            let stored = |attempted: bool, failed: bool| Shaped {
+                hydrated: None,
                 tokens: record.tokens,
-                hydrated: false,
+                attempted,
                 failed,
             };
             let (Some(service), Some(user)) = (&self.hydration, user) else {
-                return static_shape(false);
+                return stored(false, false);
             };
             if !service.hydrates(&record.integration) {
-                return static_shape(false);
+                return stored(false, false);
             }
             let request = HydrationRequest {
                 project_id: project_id.to_string(),
@@ -905,23 +875,22 @@ impl Router {
             };
             match service.hydrate(request).await {
                 Outcome::Hydrated { schema, .. } => {
-                    let mut hydrated = (**record).clone();
-                    hydrated.parameters = schema.parameters_json;
-                    if let Some(description) = schema.description {
-                        hydrated.description = description;
+                    let mut definition = (**record).clone();
+                    definition.parameters = schema.parameters_json.clone();
+                    if let Some(description) = &schema.description {
+                        definition.description = description.clone();
                     }
                     Shaped {
-                        tokens: count_tokens(&hydrated.llm_definition_json()),
-                        description: hydrated.description,
-                        parameters: hydrated.parameters,
-                        hydrated: true,
+                        tokens: count_tokens(&definition.llm_definition_json()),
+                        hydrated: Some(schema),
+                        attempted: true,
                         failed: false,
                     }
                 }
-                Outcome::Static => static_shape(false),
+                Outcome::Static => stored(true, false),
                 Outcome::Failed(reason) => {
                     tracing::warn!(tool = %record.name, %reason, "schema hydration failed; the static schema stands in");
-                    static_shape(true)
+                    stored(true, true)
                 }
             }
         });
@@ -1037,8 +1006,14 @@ impl Router {
         deadline: Instant,
     ) -> Result<ShardSearchResponse> {
         let mut last = Error::Unavailable("no shard is configured".into());
-        for id in self.shards.ids() {
-            let Some(client) = self.shards.get(&id) else {
+        // Start at a shard chosen by the request id, so inline work spreads over the shards.
+        let ids = self.shards.ids();
+        let start = request_id
+            .bytes()
+            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+        let n = ids.len().max(1);
+        for id in ids.iter().cycle().skip(start % n).take(ids.len()) {
+            let Some(client) = self.shards.get(id) else {
                 continue;
             };
             let timeout = deadline.saturating_duration_since(Instant::now());
@@ -1197,7 +1172,14 @@ pub(crate) fn fuse_keyed<'a>(
 
 pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
     let record = &c.record;
-    let parameters = RawValue::from_string(shaped.parameters.clone())
+    let (description, parameters) = match &shaped.hydrated {
+        Some(schema) => (
+            schema.description.as_ref().unwrap_or(&record.description),
+            &schema.parameters_json,
+        ),
+        None => (&record.description, &record.parameters),
+    };
+    let parameters = RawValue::from_string(parameters.clone())
         .unwrap_or_else(|_| RawValue::from_string("{}".to_string()).expect("valid JSON"));
     ToolResult {
         intent_name: record.name.clone(),
@@ -1205,7 +1187,7 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
         category: record.category.clone(),
         side_effect: record.side_effect,
         approval_required: record.side_effect.approval_required(),
-        schema_source: if shaped.hydrated {
+        schema_source: if shaped.hydrated.is_some() {
             "hydrated"
         } else {
             "static"
@@ -1215,7 +1197,7 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
             kind: "function",
             function: FunctionDefinition {
                 name: record.name.clone(),
-                description: shaped.description.clone(),
+                description: description.clone(),
                 parameters,
             },
         },
@@ -1225,39 +1207,27 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
     }
 }
 
-/// What hydration did to the returned tools: the integrations hydrated, and whether any
-/// hydration failed (`static_schema`).
-pub(crate) struct ShapedState {
-    pub hydrated_integrations: Vec<String>,
-    pub failed: bool,
-}
-
-pub(crate) fn shaped_state(tools: &[ToolResult], shaped: &HashMap<String, Shaped>) -> ShapedState {
-    let hydrated_integrations = sorted_unique(
-        tools
-            .iter()
-            .filter(|t| t.schema_source == "hydrated")
-            .map(|t| &t.integration),
-    );
-    let failed = tools
-        .iter()
-        .any(|t| shaped.get(&t.intent_name).is_some_and(|s| s.failed));
-    ShapedState {
-        hydrated_integrations,
-        failed,
-    }
-}
-
-/// Candidates the budget skipped, as near misses (the packer skips a tool that does not fit and
-/// keeps going, so each of these would have been returned with more budget).
-pub(crate) fn budget_near_misses(
-    candidates: &[Candidate],
+/// The returned tools of one query and its usage, from its ranking, its packing and the shapes
+/// packing settled on.
+pub(crate) fn query_result(
+    ranked: &Ranked,
     packing: &Packing,
-    tokens: impl Fn(&Candidate) -> Option<u32>,
-) -> Vec<NearMiss> {
+    shaped: &HashMap<String, Shaped>,
+) -> (Vec<ToolResult>, Usage) {
+    let shape = |c: &Candidate| shaped.get(&c.record.name);
+    let tools: Vec<ToolResult> = packing
+        .selected
+        .iter()
+        .filter_map(|&pos| {
+            let c = &ranked.candidates[pos];
+            shape(c).map(|s| to_result(c, s))
+        })
+        .collect();
+    // The packer skips a tool that does not fit and keeps going: each skipped one would have been
+    // returned with more budget.
     let selected: HashSet<usize> = packing.selected.iter().copied().collect();
-    let visited = candidates.len() - packing.omitted_for_top_k;
-    candidates[..visited]
+    let visited = ranked.candidates.len() - packing.omitted_for_top_k;
+    let budget_misses = ranked.candidates[..visited]
         .iter()
         .enumerate()
         .filter(|(i, _)| !selected.contains(i))
@@ -1266,20 +1236,8 @@ pub(crate) fn budget_near_misses(
             integration: c.record.integration.clone(),
             reason: "budget",
             rank: c.unfiltered_rank,
-            tokens: tokens(c),
-        })
-        .collect()
-}
-
-/// The usage of one query from its ranking and packing.
-pub(crate) fn usage(
-    ranked: &Ranked,
-    packing: &Packing,
-    returned: usize,
-    shaped: ShapedState,
-    budget_misses: Vec<NearMiss>,
-) -> Usage {
-    let candidates = ranked.candidates.len() as u32;
+            tokens: shape(c).map(|s| s.tokens),
+        });
     let mut near_misses: Vec<NearMiss> = ranked
         .removed
         .iter()
@@ -1288,21 +1246,30 @@ pub(crate) fn usage(
         .collect();
     near_misses.sort_by_key(|m| m.rank);
     near_misses.truncate(MAX_NEAR_MISSES);
+    let hydrated_integrations = sorted_unique(
+        tools
+            .iter()
+            .filter(|t| t.schema_source == "hydrated")
+            .map(|t| &t.integration),
+    );
     let mut degradations: Vec<&'static str> = ranked.degraded.into_iter().collect();
-    if shaped.failed {
+    if tools
+        .iter()
+        .any(|t| shaped.get(&t.intent_name).is_some_and(|s| s.failed))
+    {
         degradations.push("static_schema");
     }
-    let failed_integrations = ranked.failed_integrations.clone();
-    Usage {
+    let candidates = ranked.candidates.len() as u32;
+    let usage = Usage {
         strategy: ranked.strategy,
         mode: ranked.mode,
         candidates,
-        returned: returned as u32,
+        returned: tools.len() as u32,
         tool_tokens: packing.tokens,
         omitted_for_budget: packing.omitted_for_budget as u32,
         omitted_for_side_effect: ranked.omitted_for_side_effect,
         omitted_for_top_k: packing.omitted_for_top_k as u32,
-        hydrated_integrations: shaped.hydrated_integrations,
+        hydrated_integrations,
         degraded: degradations.first().copied(),
         visibility: Visibility {
             mode: "filtered",
@@ -1314,10 +1281,11 @@ pub(crate) fn usage(
         },
         omitted_not_connected: ranked.omitted_not_connected,
         near_misses,
-        partial: !failed_integrations.is_empty(),
-        failed_integrations,
+        partial: !ranked.failed_integrations.is_empty(),
+        failed_integrations: ranked.failed_integrations.clone(),
         degradations,
-    }
+    };
+    (tools, usage)
 }
 
 pub(crate) fn sorted_unique<'a>(items: impl Iterator<Item = &'a String>) -> Vec<String> {

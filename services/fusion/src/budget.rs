@@ -18,21 +18,15 @@ pub struct Packing {
 
 /// Packs candidates with the given token counts (in relevance order) under `limit` and `max_tokens`.
 pub fn pack(candidate_tokens: &[u32], limit: usize, max_tokens: Option<u64>) -> Packing {
-    let mut packing = Packing::default();
-    for (pos, &tokens) in candidate_tokens.iter().enumerate() {
-        if packing.selected.len() >= limit {
-            packing.omitted_for_top_k = candidate_tokens.len() - pos;
-            break;
-        }
-        let fits = max_tokens.is_none_or(|max| packing.tokens + u64::from(tokens) <= max);
-        if fits {
-            packing.selected.push(pos);
-            packing.tokens += u64::from(tokens);
-        } else {
-            packing.omitted_for_budget += 1;
-        }
-    }
-    packing
+    let list: Vec<(usize, Option<u32>)> = candidate_tokens
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (i, Some(t)))
+        .collect();
+    pack_queries(&[list], &[limit], max_tokens, BudgetScope::Union)
+        .ok()
+        .and_then(|m| m.queries.into_iter().next())
+        .unwrap_or_default()
 }
 
 /// The number of tools a request may return: `topK`, else 50 when only a token budget is given,
@@ -190,22 +184,6 @@ mod tests {
         assert_eq!(result_limit(Some(3), Some(100), 8), 3);
         assert_eq!(result_limit(None, Some(100), 8), 50);
         assert_eq!(result_limit(None, None, 8), 8);
-    }
-
-    fn known(tokens: &[u32], prefix: &str) -> Vec<(String, Option<u32>)> {
-        tokens
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| (format!("{prefix}{i}"), Some(t)))
-            .collect()
-    }
-
-    #[test]
-    fn one_query_packs_like_pack() {
-        let tokens = [100, 500, 50, 400, 10];
-        let multi =
-            pack_queries(&[known(&tokens, "t")], &[2], Some(200), BudgetScope::Union).unwrap();
-        assert_eq!(multi.queries[0], pack(&tokens, 2, Some(200)));
     }
 
     #[test]
