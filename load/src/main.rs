@@ -72,6 +72,11 @@ struct Args {
     /// Seed of the catalog and query generator.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Seed of the queries generated while measuring with `--query-pool 0`; by default a new one
+    /// each run, so a run never replays queries an earlier run had the server embed (and cache).
+    /// Printed, so a run can be repeated.
+    #[arg(long)]
+    query_seed: Option<u64>,
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN")]
     token: Option<String>,
@@ -195,6 +200,20 @@ fn report_search(
         "p50Ms": ms(result.histogram.value_at_quantile(0.50)), "p95Ms": ms(result.histogram.value_at_quantile(0.95)),
         "p99Ms": ms(result.histogram.value_at_quantile(0.99)), "maxMs": ms(result.histogram.max()),
     });
+    // The router traces a query embedding as `embed` when the model ran and `embed_cached` when
+    // the query-embedding cache answered.
+    let count = |label: &str| {
+        result
+            .steps
+            .iter()
+            .find(|(l, _)| l == label)
+            .map_or(0, |(_, v)| v.len())
+    };
+    let (embedded, cached) = (count("embed"), count("embed_cached"));
+    if embedded + cached > 0 {
+        println!("query embeddings: {embedded} computed, {cached} from the cache");
+        report["queryEmbeddings"] = serde_json::json!({"computed": embedded, "cached": cached});
+    }
     if !result.steps.is_empty() {
         let mut steps = serde_json::Map::new();
         let mut line = String::from("server steps, median ms:");
@@ -436,6 +455,14 @@ async fn run(
     )?));
     let steps: Arc<Mutex<std::collections::BTreeMap<String, Vec<f64>>>> = Arc::default();
     let mut tasks = Vec::new();
+    let query_seed = args.query_seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    if queries.is_empty() {
+        println!("queries: generated while measuring, --query-seed {query_seed}");
+    }
     for worker in 0..args.concurrency {
         let (args, channel, queries, generator, call) = (
             args.clone(),
@@ -453,8 +480,9 @@ async fn run(
             steps.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let mut rng =
-                StdRng::seed_from_u64(args.seed ^ (worker as u64 + 1).wrapping_mul(0x9e37_79b9));
+            let mut rng = StdRng::seed_from_u64(
+                args.seed ^ query_seed ^ (worker as u64 + 1).wrapping_mul(0x9e37_79b9),
+            );
             let mut i = worker;
             while !stop.load(Ordering::Relaxed) {
                 let query = if queries.is_empty() {

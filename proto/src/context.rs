@@ -1,7 +1,7 @@
 //! What every gRPC method does first: take the caller's request id (or make one) and check the
 //! bearer token.
 
-use agentsearch_common::auth::Auth;
+use agentsearch_common::auth::{Auth, authorization_text};
 use agentsearch_common::ids::accept_request_id;
 use tonic::metadata::MetadataMap;
 
@@ -16,7 +16,8 @@ pub fn request_id(metadata: &MetadataMap) -> String {
 #[allow(clippy::result_large_err)]
 pub fn begin(metadata: &MetadataMap, auth: &Auth) -> Result<String, tonic::Status> {
     let request_id = request_id(metadata);
-    let authorization = metadata.get("authorization").and_then(|v| v.to_str().ok());
+    let authorization = authorization_text(metadata.get("authorization").map(|v| v.as_bytes()))
+        .map_err(|e| status_from_error(&e, &request_id))?;
     auth.check(authorization)
         .map_err(|e| status_from_error(&e, &request_id))?;
     Ok(request_id)

@@ -124,6 +124,7 @@ impl From<ContextSearchResponse> for pb::SearchSegmentsResponse {
             segments: all(r.segments),
             records: all(r.records),
             failures: all(r.failures),
+            visible_generation: r.visible_generation,
             prepare_ms: r.timings.prepare_ms,
             lexical_ms: r.timings.lexical_ms,
             dense_ms: r.timings.dense_ms,
@@ -141,6 +142,7 @@ impl From<pb::SearchSegmentsResponse> for ContextSearchResponse {
             segments: all(r.segments),
             records: all(r.records),
             failures: all(r.failures),
+            visible_generation: r.visible_generation,
             timings: ShardTimings {
                 prepare_ms: r.prepare_ms,
                 lexical_ms: r.lexical_ms,

@@ -11,30 +11,29 @@
 //! 3. delete the names from their stale integrations;
 //! 4. record the final entries (or remove them, for a delete).
 //!
+//! The protocol runs in [`crate::catalog_write`], on a task a caller cannot cancel: a client that
+//! disconnects mid-write leaves a complete write, not a half-done one. A name is pending in the
+//! ledger before any shard holds it, so every tool a shard holds is one the ledger knows and a
+//! delete reaches.
+//!
 //! Writes to one project are serialised within a router. Two routers writing the same tool name
 //! at the same moment may leave the ledger on one version and the shards on the other; the next
 //! write of that name repairs it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use agentsearch_common::shard::{IndexedTool, ShardDeleteRequest, ShardUpsertRequest};
+use agentsearch_common::shard::IndexedTool;
 use agentsearch_common::tool::{ToolDefinition, ToolRecord};
 use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_store::CatalogEntry;
-use futures::future::try_join_all;
 use sha2::{Digest, Sha256};
 
-use crate::Router;
-use crate::placement::rendezvous;
-use crate::shards::ShardClient;
+use crate::catalog_write::CatalogWrite;
+use crate::{Router, detached};
 
 /// Tools per upsert call.
 pub const MAX_BATCH: usize = 1000;
-/// Time a shard has to index one batch.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UpsertOutcome {
@@ -52,11 +51,11 @@ pub struct DeleteOutcome {
 
 /// A validated, embedded batch, ready to be written ([`Router::prepare_upsert`]).
 pub struct PreparedBatch {
-    project_id: String,
+    pub(crate) project_id: String,
     /// Changed tools and their content hashes.
-    tools: Vec<(IndexedTool, String)>,
-    unchanged: u32,
-    embed_ms: u64,
+    pub(crate) tools: Vec<(IndexedTool, String)>,
+    pub(crate) unchanged: u32,
+    pub(crate) embed_ms: u64,
 }
 
 impl PreparedBatch {
@@ -140,102 +139,29 @@ impl Router {
         Ok(batch)
     }
 
-    /// The I/O half of an upsert, following the ledger protocol of this module.
+    /// The I/O half of an upsert, following the ledger protocol of this module, on a task of its
+    /// own under the project's lock: a caller going away cannot stop it half-way.
     pub async fn write_upsert(
         &self,
         batch: PreparedBatch,
         request_id: &str,
     ) -> Result<UpsertOutcome> {
-        let started = std::time::Instant::now();
-        let project_id = batch.project_id.as_str();
         if batch.tools.is_empty() {
             return Ok(UpsertOutcome {
                 upserted: 0,
                 unchanged: batch.unchanged,
             });
         }
-        let _serial = self.project_write_lock(project_id).lock_owned().await;
-        self.store.ensure_project(project_id).await?;
-
-        // 1. Pending: hash cleared, every integration that may hold an old copy marked stale.
-        let names: Vec<String> = batch.names().map(str::to_string).collect();
-        let previous = self.ledger(project_id, &names).await?;
-        let mut pending = Vec::with_capacity(batch.tools.len());
-        let mut finals = Vec::with_capacity(batch.tools.len());
-        for (tool, hash) in &batch.tools {
-            let record = &tool.record;
-            let mut stale: BTreeSet<String> = BTreeSet::new();
-            if let Some(old) = previous.get(&record.name) {
-                stale.extend(old.stale.iter().cloned());
-                stale.insert(old.integration.clone());
-            }
-            stale.remove(&record.integration);
-            pending.push(CatalogEntry {
-                name: record.name.clone(),
-                integration: record.integration.clone(),
-                content_hash: String::new(),
-                stale: stale.into_iter().collect(),
-            });
-            finals.push(CatalogEntry {
-                name: record.name.clone(),
-                integration: record.integration.clone(),
-                content_hash: hash.clone(),
-                stale: Vec::new(),
-            });
-        }
-        self.store.put_catalog_entries(project_id, &pending).await?;
-
-        // 2. One write per shard with the tools of every integration (replica) it holds.
-        let mut by_integration: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
-        for (tool, _) in batch.tools {
-            by_integration
-                .entry(tool.record.integration.clone())
-                .or_default()
-                .push(tool);
-        }
-        let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
-        for (integration, tools) in by_integration {
-            for shard_id in self.place(project_id, &integration).await? {
-                self.placed_shard(&integration, &shard_id)?;
-                by_shard
-                    .entry(shard_id)
-                    .or_default()
-                    .extend(tools.iter().cloned());
-            }
-        }
-        let writes = by_shard.into_iter().map(|(shard_id, tools)| {
-            let client = self.shards.get(&shard_id).cloned();
-            let request = ShardUpsertRequest {
-                project_id: project_id.to_string(),
-                tools,
-            };
-            async move {
-                let client =
-                    client.ok_or_else(|| Error::Unavailable("a shard is not available".into()))?;
-                client
-                    .upsert_tools(request, request_id, WRITE_TIMEOUT)
-                    .await
-            }
-        });
-        try_join_all(writes).await?;
-
-        // 3. Old copies leave the integrations they moved out of.
-        self.delete_from_shards(project_id, stale_by_integration(&pending), request_id)
-            .await?;
-
-        // 4. Final entries.
-        self.store.put_catalog_entries(project_id, &finals).await?;
-        tracing::debug!(
-            request_id,
-            tools = finals.len(),
-            embed_ms = batch.embed_ms,
-            write_ms = started.elapsed().as_millis() as u64,
-            "catalog batch indexed"
-        );
-        Ok(UpsertOutcome {
-            upserted: finals.len() as u32,
-            unchanged: batch.unchanged,
+        let project_id = batch.project_id.clone();
+        let serial = self.write_locks.lock(&project_id).await;
+        let write = self.catalog_write(&project_id, request_id);
+        let outcome = detached(async move {
+            let _serial = serial;
+            write.upsert(batch).await
         })
+        .await;
+        self.invalidate_placements(&project_id);
+        outcome
     }
 
     /// Deletes tools by name from the project's catalog, following the ledger protocol.
@@ -259,105 +185,25 @@ impl Router {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let _serial = self.project_write_lock(project_id).lock_owned().await;
-        let found = self.store.catalog_entries(project_id, &unique).await?;
-        let pending: Vec<CatalogEntry> = found
-            .iter()
-            .map(|e| {
-                let mut stale: BTreeSet<String> = e.stale.iter().cloned().collect();
-                stale.insert(e.integration.clone());
-                CatalogEntry {
-                    content_hash: String::new(),
-                    stale: stale.into_iter().collect(),
-                    ..e.clone()
-                }
-            })
-            .collect();
-        self.store.put_catalog_entries(project_id, &pending).await?;
-        self.delete_from_shards(project_id, stale_by_integration(&pending), request_id)
-            .await?;
-        let found_names: Vec<String> = found.iter().map(|e| e.name.clone()).collect();
-        let deleted = self
-            .store
-            .delete_catalog_entries(project_id, &found_names)
-            .await?;
-        Ok(DeleteOutcome {
-            deleted: deleted as u32,
-            not_found: (unique.len() - found.len()) as u32,
+        let serial = self.write_locks.lock(project_id).await;
+        let write = self.catalog_write(project_id, request_id);
+        let outcome = detached(async move {
+            let _serial = serial;
+            write.delete(unique).await
         })
-    }
-
-    /// Deletes names from every replica of their integrations. Placements are read from the store,
-    /// not the cache (another router may have placed an integration moments ago); an integration
-    /// never placed holds nothing.
-    async fn delete_from_shards(
-        &self,
-        project_id: &str,
-        by_integration: BTreeMap<String, Vec<String>>,
-        request_id: &str,
-    ) -> Result<()> {
-        if by_integration.is_empty() {
-            return Ok(());
-        }
+        .await;
         self.invalidate_placements(project_id);
-        let placements = self.placements(project_id).await?;
-        let mut calls = Vec::new();
-        for (integration, names) in by_integration {
-            let Some(placement) = placements.iter().find(|p| p.integration == integration) else {
-                continue;
-            };
-            for shard_id in &placement.shard_ids {
-                let client = self.placed_shard(&integration, shard_id)?;
-                let request = ShardDeleteRequest {
-                    project_id: project_id.to_string(),
-                    integration: integration.clone(),
-                    names: names.clone(),
-                };
-                calls.push(async move {
-                    client
-                        .delete_tools(request, request_id, WRITE_TIMEOUT)
-                        .await
-                });
-            }
-        }
-        try_join_all(calls).await?;
-        Ok(())
+        outcome
     }
 
-    /// The shards of an integration: recorded placement, or a new one by rendezvous hashing.
-    async fn place(&self, project_id: &str, integration: &str) -> Result<Vec<String>> {
-        if let Some(p) = self
-            .placements(project_id)
-            .await?
-            .iter()
-            .find(|p| p.integration == integration)
-        {
-            return Ok(p.shard_ids.clone());
+    fn catalog_write(&self, project_id: &str, request_id: &str) -> CatalogWrite {
+        CatalogWrite {
+            store: self.store.clone(),
+            shards: self.shards.clone(),
+            replication: self.settings.replication,
+            project_id: project_id.to_string(),
+            request_id: request_id.to_string(),
         }
-        let chosen = rendezvous(
-            &format!("{project_id}/{integration}"),
-            &self.shards.ids(),
-            self.settings.replication,
-        );
-        let placed = self.store.place(project_id, integration, &chosen).await?;
-        self.invalidate_placements(project_id);
-        tracing::info!(project_id, integration, shards = ?placed, "integration placed");
-        Ok(placed)
-    }
-
-    /// The client of a shard an integration is placed on; an error if that shard is not configured
-    /// (the shard set changed since the placement was recorded).
-    fn placed_shard(&self, integration: &str, shard_id: &str) -> Result<ShardClient> {
-        self.shards.get(shard_id).cloned().ok_or_else(|| {
-            tracing::error!(
-                integration,
-                shard_id,
-                "integration placed on a shard that is not configured"
-            );
-            Error::Unavailable(format!(
-                "a shard holding integration `{integration}` is not available"
-            ))
-        })
     }
 
     /// The ledger entries of the named tools that exist, by name.
@@ -368,14 +214,6 @@ impl Router {
     ) -> Result<HashMap<String, CatalogEntry>> {
         let entries = self.store.catalog_entries(project_id, names).await?;
         Ok(entries.into_iter().map(|e| (e.name.clone(), e)).collect())
-    }
-
-    pub(crate) fn project_write_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.write_locks
-            .lock()
-            .entry(key.to_string())
-            .or_default()
-            .clone()
     }
 }
 
@@ -415,19 +253,6 @@ fn validated_records(
             (record, hash)
         })
         .collect())
-}
-
-/// Names to delete per stale integration.
-fn stale_by_integration(entries: &[CatalogEntry]) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for entry in entries {
-        for integration in &entry.stale {
-            out.entry(integration.clone())
-                .or_default()
-                .push(entry.name.clone());
-        }
-    }
-    out
 }
 
 /// Identifies a tool's indexed content: its record and the model that embedded it.

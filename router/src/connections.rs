@@ -1,9 +1,11 @@
 //! Users' connected accounts per integration: validation of writes, and the connection status an
 //! agent sees for each integration (several accounts, `accountSelection: required` when the agent
-//! must pick one). Rows live in the [`agentsearch_store::MetadataStore`].
+//! must pick one). Rows live in the [`agentsearch_store::MetadataStore`], under the user id in the
+//! form every principal is compared in ([`principal::key`]).
 
 use std::collections::{BTreeSet, HashSet};
 
+use agentsearch_common::principal;
 use agentsearch_common::tool::MAX_SLUG_CHARS;
 use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_store::{ConnectionInput, ConnectionRow};
@@ -49,7 +51,7 @@ pub fn validate_user_id(field: &str, user_id: &str) -> Result<()> {
 pub fn check_user(caller: Option<&str>, user_id: &str) -> Result<()> {
     validate_user_id("userId", user_id)?;
     match caller {
-        Some(user) if user != user_id => Err(Error::PermissionDenied(
+        Some(user) if !principal::same(user, user_id) => Err(Error::PermissionDenied(
             "a user token may only act on its own user (`sub`)".into(),
         )),
         _ => Ok(()),
@@ -179,7 +181,7 @@ impl Router {
     ) -> Result<Vec<ToolkitConnectionStatus>> {
         let rows = self
             .store
-            .upsert_connections(project_id, user_id, &connections)
+            .upsert_connections(project_id, &principal::key(user_id), &connections)
             .await?;
         Ok(statuses_of_rows(&rows))
     }
@@ -193,7 +195,7 @@ impl Router {
     ) -> Result<Vec<ToolkitConnectionStatus>> {
         let rows = self
             .store
-            .list_connections(project_id, user_id, integrations)
+            .list_connections(project_id, &principal::key(user_id), integrations)
             .await?;
         Ok(statuses_of_rows(&rows))
     }
@@ -207,7 +209,12 @@ impl Router {
     ) -> Result<bool> {
         Ok(self
             .store
-            .delete_connection(project_id, user_id, integration, account_id)
+            .delete_connection(
+                project_id,
+                &principal::key(user_id),
+                integration,
+                account_id,
+            )
             .await?)
     }
 
@@ -219,7 +226,10 @@ impl Router {
     ) -> Result<Vec<ConnectionRow>> {
         match user {
             None => Ok(Vec::new()),
-            Some(user) => Ok(self.store.list_connections(project_id, user, &[]).await?),
+            Some(user) => Ok(self
+                .store
+                .list_connections(project_id, &principal::key(user), &[])
+                .await?),
         }
     }
 }

@@ -8,9 +8,10 @@
 //! compare the two inside the index, so a segment the caller cannot read never leaves a shard,
 //! and every count in the response is computed over readable segments only.
 //!
-//! Writes follow the catalog's protocol: the records a batch changes are marked pending in the
-//! store (so a retry rewrites them even if the shards already hold them), every replica is
-//! written, then the store records the final entries. A batch is acknowledged only after that.
+//! Writes follow the protocol of [`crate::context_write`]: the records a batch changes are marked
+//! pending in the store (new ones included, so a record a shard holds is always known and
+//! deletable), every replica is written, then the store records the final entries, all on a task
+//! a caller cannot cancel. A batch is acknowledged only after that.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -19,33 +20,29 @@ use agentsearch_common::context::{
     ANYONE, Pointer, domain_token, email_domain, group_token, segment_embedding_text, text_hash,
     user_token,
 };
+use agentsearch_common::principal;
 use agentsearch_common::segment::{SegmentParams, segment};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse as ShardAnswer, ContextStatsRequest, IndexedRecord,
-    IndexedSegment, ReadSegmentsRequest, RecordDeleteRequest, RecordInfo, RetrievalMode,
-    SegmentData, SegmentHit, SegmentUpsertRequest, SyncScope, TermStats, segment_hit_order,
-    segment_key,
+    IndexedSegment, ReadSegmentsRequest, RecordInfo, RetrievalMode, SegmentData, SegmentHit,
+    SyncScope, TermStats, segment_hit_order, segment_key,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_store::{RecordEntry, SyncRow};
-use futures::future::{join_all, try_join_all};
+use futures::future::join_all;
 use sha2::{Digest, Sha256};
 
-use crate::Router;
 use crate::context_api::{
     AppliedIdentities, ContextResult, ContextSearch, ContextSearchResponse, ContextSegment,
     ContextUsage, CreateSync, Drops, IdentityEntry, RawPutGroups, RawUpsertRecords, ReadContext,
     ReadContextResponse, RecordInput, ResultSegment, SyncStatus, UnusedIdentity, record_id_problem,
     validate_groups, validate_records,
 };
+use crate::context_write::RecordWrite;
 use crate::placement::rendezvous;
 use crate::search::{TraceRecorder, fuse_keyed};
 use crate::shards::ShardClient;
-
-/// Time a shard has to index one batch.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Segments per shard write call (keeps messages well under the gRPC limit).
-const SEGMENTS_PER_WRITE: usize = 4096;
+use crate::{Router, detached};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UpsertRecordsOutcome {
@@ -184,10 +181,7 @@ impl Router {
             });
         }
 
-        let _serial = self
-            .project_write_lock(&format!("sync:{sync_id}"))
-            .lock_owned()
-            .await;
+        let serial = self.write_locks.lock(&format!("sync:{sync_id}")).await;
         let ids: Vec<String> = records.iter().map(|(r, _)| r.id.clone()).collect();
         let existing: HashMap<String, RecordEntry> = self
             .store
@@ -218,70 +212,31 @@ impl Router {
         .map_err(|e| Error::Internal(format!("embedding task: {e}")))??;
         let embed_ms = started.elapsed().as_millis() as u64;
 
-        // 1. Pending: a retry after a failure below rewrites these records.
-        let changed_ids: Vec<String> = indexed.iter().map(|(r, _)| r.record_id.clone()).collect();
-        self.store
-            .mark_records_pending(project_id, sync_id, &changed_ids)
-            .await?;
-
-        // 2. Every replica, in calls of bounded size.
-        let records: Vec<IndexedRecord> = indexed.iter().map(|(r, _)| r.clone()).collect();
-        let segments: u64 = records.iter().map(|r| r.segments.len() as u64).sum();
-        let mut chunks: Vec<Vec<IndexedRecord>> = vec![Vec::new()];
-        let mut in_chunk = 0;
-        for record in records {
-            if in_chunk > 0 && in_chunk + record.segments.len() > SEGMENTS_PER_WRITE {
-                chunks.push(Vec::new());
-                in_chunk = 0;
-            }
-            in_chunk += record.segments.len();
-            chunks.last_mut().expect("one chunk").push(record);
-        }
-        let clients = self.sync_clients(&sync)?;
-        let writes = clients.iter().map(|client| {
-            let chunks = chunks.clone();
-            async move {
-                for records in chunks {
-                    let request = SegmentUpsertRequest {
-                        project_id: project_id.to_string(),
-                        sync_id: sync_id.to_string(),
-                        records,
-                    };
-                    client
-                        .upsert_segments(request, request_id, WRITE_TIMEOUT)
-                        .await?;
-                }
-                Ok::<_, Error>(())
-            }
-        });
-        try_join_all(writes).await?;
-
-        // 3. Final entries.
-        let entries: Vec<RecordEntry> = indexed
-            .iter()
-            .map(|(r, hash)| RecordEntry {
-                record_id: r.record_id.clone(),
-                generation: r.generation,
-                content_hash: hash.clone(),
-                segments: r.segments.len() as u64,
-                principals: r.principals.clone(),
-            })
-            .collect();
-        let generation = self
-            .store
-            .put_records(project_id, sync_id, &entries)
-            .await?;
+        // From here on the write runs to its end on a task of its own: a caller that goes away
+        // (a client disconnecting) cannot stop it between the shards and the store.
+        let write = RecordWrite {
+            store: self.store.clone(),
+            clients: self.sync_clients(&sync)?,
+            project_id: project_id.to_string(),
+            sync_id: sync_id.to_string(),
+            request_id: request_id.to_string(),
+        };
+        let (upserted, segments, generation) = detached(async move {
+            let _serial = serial;
+            write.upsert(indexed).await
+        })
+        .await?;
         tracing::debug!(
             request_id,
             sync_id,
-            records = entries.len(),
+            records = upserted,
             segments,
             embed_ms,
             write_ms = started.elapsed().as_millis() as u64 - embed_ms,
             "record batch indexed"
         );
         Ok(UpsertRecordsOutcome {
-            upserted: entries.len() as u32,
+            upserted,
             unchanged: unchanged.len() as u32,
             segments,
             generation,
@@ -315,50 +270,19 @@ impl Router {
         unique.sort();
         unique.dedup();
         let sync = self.sync_row(project_id, sync_id).await?;
-        let _serial = self
-            .project_write_lock(&format!("sync:{sync_id}"))
-            .lock_owned()
-            .await;
-        let found: Vec<String> = self
-            .store
-            .record_entries(project_id, sync_id, &unique)
-            .await?
-            .into_iter()
-            .map(|e| e.record_id)
-            .collect();
-        if found.is_empty() {
-            return Ok(DeleteRecordsOutcome {
-                deleted: 0,
-                not_found: unique.len() as u32,
-                generation: sync.generation,
-            });
-        }
-        self.store
-            .mark_records_pending(project_id, sync_id, &found)
-            .await?;
-        let clients = self.sync_clients(&sync)?;
-        let deletes = clients.iter().map(|client| {
-            let request = RecordDeleteRequest {
-                project_id: project_id.to_string(),
-                sync_id: sync_id.to_string(),
-                record_ids: found.clone(),
-            };
-            async move {
-                client
-                    .delete_records(request, request_id, WRITE_TIMEOUT)
-                    .await
-            }
-        });
-        try_join_all(deletes).await?;
-        let (deleted, generation) = self
-            .store
-            .delete_records(project_id, sync_id, &found)
-            .await?;
-        Ok(DeleteRecordsOutcome {
-            deleted: deleted as u32,
-            not_found: (unique.len() - found.len()) as u32,
-            generation,
+        let serial = self.write_locks.lock(&format!("sync:{sync_id}")).await;
+        let write = RecordWrite {
+            store: self.store.clone(),
+            clients: self.sync_clients(&sync)?,
+            project_id: project_id.to_string(),
+            sync_id: sync_id.to_string(),
+            request_id: request_id.to_string(),
+        };
+        detached(async move {
+            let _serial = serial;
+            write.delete(unique).await
         })
+        .await
     }
 
     /// Replaces the members of the named groups of a sync.
@@ -402,7 +326,7 @@ impl Router {
         let sync_ids: Vec<String> = syncs.iter().map(|s| s.id.clone()).collect();
         let mut members: Vec<String> = identity
             .iter()
-            .map(|e| e.principal.trim().to_lowercase())
+            .map(|e| principal::key(&e.principal))
             .collect();
         members.sort();
         members.dedup();
@@ -418,7 +342,7 @@ impl Router {
                 .collect();
             let mine: HashSet<String> = entries
                 .iter()
-                .map(|e| e.principal.trim().to_lowercase())
+                .map(|e| principal::key(&e.principal))
                 .collect();
             let mut principals = vec![ANYONE.to_string()];
             for e in &entries {
@@ -489,7 +413,6 @@ impl Router {
             .filter(|s| req.sources.is_empty() || req.sources.contains(&s.source))
             .filter(|s| req.sync_ids.is_empty() || req.sync_ids.contains(&s.id))
             .collect();
-        let generation: u64 = syncs.iter().map(|s| s.generation).sum();
         let (scopes, identities) = self.scopes(&req.project_id, syncs, &req.identity).await?;
         trace.step("scope");
 
@@ -520,8 +443,8 @@ impl Router {
         };
         let vector = match embedded {
             None => None,
-            Some((Ok(vector), took)) => {
-                trace.push("embed", took);
+            Some((Ok((vector, cached)), took)) => {
+                trace.push(crate::search::embed_label(cached), took);
                 Some(vector)
             }
             Some((Err(err), took)) => {
@@ -682,9 +605,11 @@ impl Router {
         let mut lexical: Vec<SegmentHit> = Vec::new();
         let mut dense: Vec<SegmentHit> = Vec::new();
         let mut lexical_matched: u64 = 0;
+        let mut generation: u64 = 0;
         let mut texts: HashMap<String, SegmentData> = HashMap::new();
         let mut records: HashMap<(String, String), RecordInfo> = HashMap::new();
         for answer in answers {
+            generation += answer.visible_generation;
             if lexical_on {
                 lexical.extend(answer.lexical);
                 lexical_matched += answer.lexical_matched;

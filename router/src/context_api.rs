@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use agentsearch_common::context::{Acl, SOURCES};
 use agentsearch_common::ids::truncate;
+use agentsearch_common::principal;
 use agentsearch_common::shard::RetrievalMode;
 use agentsearch_common::{Error, FieldViolation};
 use serde::de::DeserializeOwned;
@@ -21,7 +22,7 @@ pub const MAX_SEGMENTS_PER_RECORD: i64 = 5;
 pub const MAX_SOURCES: usize = 6;
 pub const MAX_SYNC_IDS: usize = 50;
 pub const MAX_IDENTITIES: usize = 20;
-pub const MAX_PRINCIPAL_CHARS: usize = 1024;
+pub const MAX_PRINCIPAL_CHARS: usize = principal::MAX_PRINCIPAL_CHARS;
 /// Segments read on each side of an anchor, at most.
 pub const MAX_READ_AROUND: i64 = 10;
 /// Records per upsert batch.
@@ -97,8 +98,8 @@ pub struct IdentityEntry {
 }
 
 /// Binds a search or read to the caller's token: a user token (`sub`) searches as that user. With
-/// no `identity` the user's `sub` is the identity; an `identity` naming anyone else (compared
-/// case-insensitively) is refused. Service and anonymous callers may pass any identity.
+/// no `identity` the user's `sub` is the identity; an `identity` naming anyone else (compared as
+/// every principal is, [`principal::same`]) is refused. Service and anonymous callers may pass any identity.
 pub fn bind_identity(identity: &mut Vec<IdentityEntry>, user: Option<&str>) -> Result<(), Error> {
     let Some(user) = user else {
         return Ok(());
@@ -112,7 +113,7 @@ pub fn bind_identity(identity: &mut Vec<IdentityEntry>, user: Option<&str>) -> R
     }
     if identity
         .iter()
-        .any(|e| !e.principal.eq_ignore_ascii_case(user))
+        .any(|e| !principal::same(&e.principal, user))
     {
         return Err(Error::PermissionDenied(
             "identity: a user token may only search as its own user (`sub`); omit identity or \
@@ -1011,17 +1012,12 @@ pub fn validate_groups(raw: RawPutGroups) -> Result<Vec<(String, Vec<String>)>, 
         }
         let mut members = Vec::with_capacity(g.members.len());
         for (j, m) in g.members.iter().enumerate() {
-            let m = m.trim().to_lowercase();
-            if m.is_empty()
-                || m.chars().count() > MAX_PRINCIPAL_CHARS
-                || m.chars().any(char::is_control)
-            {
-                v.push(FieldViolation::new(
+            match principal::checked(m) {
+                Ok(m) => members.push(m),
+                Err(_) => v.push(FieldViolation::new(
                     format!("groups[{i}].members[{j}]"),
                     format!("must be 1 to {MAX_PRINCIPAL_CHARS} printable characters"),
-                ));
-            } else {
-                members.push(m);
+                )),
             }
         }
         members.sort();

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use agentsearch_common::auth::authorization_text;
 use agentsearch_common::ids::parse_project_id;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_common::{Error, FieldViolation};
@@ -54,10 +55,9 @@ impl PublicGrpc {
         Begun {
             started: Instant::now(),
             request_id: agentsearch_proto::context::request_id(metadata),
-            authorization: metadata
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string),
+            authorization: authorization_text(metadata.get("authorization").map(|v| v.as_bytes()))
+                .map(|v| v.map(str::to_string))
+                .map_err(|e| e.to_string()),
             auth: self.auth.clone(),
         }
     }
@@ -68,25 +68,28 @@ impl PublicGrpc {
 pub(crate) struct Begun {
     pub(crate) request_id: String,
     started: Instant,
-    authorization: Option<String>,
+    /// The `Authorization` metadata; why it cannot be read when it is not ASCII.
+    authorization: Result<Option<String>, String>,
     auth: Arc<Auth>,
 }
 
 impl Begun {
     /// Validates `projectId` and authenticates the caller for it.
     pub(crate) fn authenticate(&self, project_id: &str) -> Result<(String, RequestContext), Error> {
+        let authorization = match &self.authorization {
+            Ok(value) => value.as_deref(),
+            Err(unreadable) => return Err(Error::Unauthenticated(unreadable.clone())),
+        };
         let project_id = match parse_project_id("projectId", project_id) {
             Ok(id) => id,
             Err(invalid) => {
-                if self.authorization.is_none() && self.auth.enabled() {
+                if authorization.is_none() && self.auth.enabled() {
                     return Err(Error::Unauthenticated("missing bearer token".into()));
                 }
                 return Err(invalid);
             }
         };
-        let caller = self
-            .auth
-            .authenticate(self.authorization.as_deref(), &project_id)?;
+        let caller = self.auth.authenticate(authorization, &project_id)?;
         Ok((
             project_id,
             RequestContext {

@@ -8,11 +8,14 @@ pub mod api;
 pub mod auth;
 pub mod batch;
 pub mod catalog;
+mod catalog_write;
 pub mod connections;
 pub mod context;
 pub mod context_api;
+mod context_write;
 pub mod grpc;
 pub mod grpc_context;
+pub mod locks;
 pub mod lookup;
 pub mod placement;
 pub mod rest;
@@ -32,6 +35,7 @@ use agentsearch_hydrate::HydrationService;
 use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
 
+use locks::KeyedLocks;
 pub use server::{serve, serve_on};
 pub use shards::{GrpcShard, ShardClient, ShardSet};
 
@@ -57,8 +61,8 @@ pub struct Router {
     /// Per-user schemas of the integrations that hydrate them; `None`: every schema is static.
     hydration: Option<Arc<HydrationService>>,
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
-    /// Catalog writes to one project run one at a time (see `catalog`).
-    write_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Writes to one project's catalog, or to one sync's records, run one at a time.
+    write_locks: KeyedLocks,
 }
 
 impl Router {
@@ -75,7 +79,7 @@ impl Router {
             settings,
             hydration: None,
             placement_cache: Mutex::new(HashMap::new()),
-            write_locks: Mutex::new(HashMap::new()),
+            write_locks: KeyedLocks::default(),
         }
     }
 
@@ -110,4 +114,24 @@ impl Router {
     fn invalidate_placements(&self, project_id: &str) {
         self.placement_cache.lock().remove(project_id);
     }
+}
+
+/// Runs a write on a task of its own and waits for it. Dropping the returned future (a client
+/// that disconnects, a deadline) does not stop the write: it runs to its end, so the store and
+/// the shards are never left half-way by a caller going away.
+pub(crate) async fn detached<T: Send + 'static>(
+    write: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(write)
+        .await
+        .map_err(|e| agentsearch_common::Error::Internal(format!("write task failed: {e}")))?
+}
+
+/// Waits for every call of a write (one per replica or shard) and fails if any failed. Unlike
+/// `try_join_all` it never abandons a call in flight when another fails: each shard's answer is
+/// waited for, so a write a shard applies is never one its caller stopped listening to.
+pub(crate) async fn all_replicas<T>(
+    calls: impl IntoIterator<Item = impl std::future::Future<Output = Result<T>>>,
+) -> Result<Vec<T>> {
+    futures::future::join_all(calls).await.into_iter().collect()
 }

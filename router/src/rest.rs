@@ -118,7 +118,10 @@ impl Call {
             error,
             request_id: request_id.clone(),
         };
-        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
+        let authorization = agentsearch_common::auth::authorization_text(
+            headers.get("authorization").map(|v| v.as_bytes()),
+        )
+        .map_err(fail)?;
         let project_id = match parse_project_id("projectId", project_id) {
             Ok(id) => id,
             Err(invalid) => {

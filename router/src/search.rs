@@ -319,8 +319,8 @@ impl Router {
         let mut lexical_on = q.mode.lexical();
         let vector = match embedded {
             None => None,
-            Some((Ok(vector), took)) => {
-                trace.push("embed", took);
+            Some((Ok((vector, cached)), took)) => {
+                trace.push(embed_label(cached), took);
                 Some(vector)
             }
             Some((Err(err), took)) => {
@@ -1070,18 +1070,24 @@ impl Router {
             .collect()
     }
 
-    pub(crate) async fn embed_query(&self, query: &str) -> Result<Arc<Vec<f32>>> {
+    /// The query's embedding and whether the query-embedding cache answered.
+    pub(crate) async fn embed_query(&self, query: &str) -> Result<(Arc<Vec<f32>>, bool)> {
         if let Some(vector) = self.embedder.cached(query) {
-            return Ok(vector);
+            return Ok((vector, true));
         }
         let embedder = self.embedder.clone();
         let query = query.to_string();
         tokio::task::spawn_blocking(move || embedder.embed_query(&query))
             .await
             .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
-            .map(|(v, _hit)| v)
             .map_err(|e| Error::Unavailable(e.to_string()))
     }
+}
+
+/// The trace label of a query embedding: `embed` when the model ran, `embed_cached` when the
+/// query-embedding cache answered.
+pub(crate) fn embed_label(cached: bool) -> &'static str {
+    if cached { "embed_cached" } else { "embed" }
 }
 
 /// Distinct tools removed by the side-effect ceiling that rank inside a retriever's candidate

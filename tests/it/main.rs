@@ -4,7 +4,9 @@
 
 mod cluster;
 mod context;
+mod durability;
 mod embedded;
 mod eval;
+mod principals;
 mod rest;
 mod tools;

@@ -73,6 +73,15 @@ pub async fn pg_rows(schema: &str, sql: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Runs SQL statements (no result) in a schema of the test database.
+pub async fn pg_exec(schema: &str, sql: &str) {
+    let mut config: tokio_postgres::Config = postgres_url().parse().unwrap();
+    config.options(format!("-c search_path={schema}"));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client.batch_execute(sql).await.unwrap();
+}
+
 /// A task serving something until told to stop.
 pub struct Served {
     pub addr: SocketAddr,
@@ -103,10 +112,15 @@ impl Drop for Served {
 /// A shard over `dir`, serving the internal API over gRPC on a loopback port.
 pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
     let shard = Arc::new(LocalShard::open(dir, Default::default(), Default::default()).unwrap());
+    (serve_shard(shard.clone()).await, shard)
+}
+
+/// Serves a shard's internal API (a real shard or a wrapper around one) over gRPC on a loopback
+/// port.
+pub async fn serve_shard(api: Arc<dyn ShardApi>) -> Served {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let api: Arc<dyn ShardApi> = shard.clone();
     let handle = tokio::spawn(async move {
         agentsearch_shard::serve_on(api, Auth::default(), listener, async {
             let _ = stopped.await;
@@ -114,14 +128,11 @@ pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
         .await
         .unwrap();
     });
-    (
-        Served {
-            addr,
-            stop: Some(stop),
-            handle: Some(handle),
-        },
-        shard,
-    )
+    Served {
+        addr,
+        stop: Some(stop),
+        handle: Some(handle),
+    }
 }
 
 pub fn settings() -> RouterSettings {

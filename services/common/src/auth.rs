@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use crate::config::{AuthConfig, ProjectAuthConfig, Secret};
 use crate::error::{Error, FieldViolation, Result};
 use crate::ids::{DEMO_PROJECT_ID, truncate};
+use crate::principal;
 
 /// Shortest accepted HS256 secret, in bytes (the hash output size of SHA-256).
 pub const MIN_HS256_SECRET_BYTES: usize = 32;
@@ -283,11 +284,15 @@ impl Auth {
     }
 
     /// Refuses to expose the API beyond this machine without the static token. Project keys are
-    /// not enough: projects without keys, anonymous-allowed projects and the shards' internal API
-    /// are protected by the static token only. With a static token, a project that explicitly
-    /// allows anonymous requests stays anonymous on any bind.
+    /// not enough: projects without keys and the shards' internal API are protected by the static
+    /// token only. Anonymous callers of a project that allows them have the service token's
+    /// rights, so such a project is served on loopback only: `allow_anonymous` with a bind
+    /// beyond loopback is refused, token or not.
     pub fn check_bind(&self, addr: SocketAddr, what: &str) -> Result<()> {
-        if self.token.is_none() && !addr.ip().is_loopback() {
+        if addr.ip().is_loopback() {
+            return Ok(());
+        }
+        if self.token.is_none() {
             return Err(config_error(vec![FieldViolation::new(
                 "auth.token",
                 format!(
@@ -295,6 +300,24 @@ impl Auth {
                      AGENTSEARCH_AUTH__TOKEN (or auth.token in the config file), or bind 127.0.0.1"
                 ),
             )]));
+        }
+        let open: Vec<FieldViolation> = self
+            .projects
+            .iter()
+            .filter(|(_, keys)| keys.allow_anonymous)
+            .map(|(id, _)| {
+                FieldViolation::new(
+                    format!("auth.projects.{id}.allow_anonymous"),
+                    format!(
+                        "{what} binds {addr}, beyond loopback, and this project lets callers \
+                         without a token act with the service token's rights: remove \
+                         allow_anonymous, or bind 127.0.0.1"
+                    ),
+                )
+            })
+            .collect();
+        if !open.is_empty() {
+            return Err(config_error(open));
         }
         Ok(())
     }
@@ -477,10 +500,13 @@ impl ProjectKeys {
             }
         }
         match claims.get("sub").and_then(Value::as_str) {
-            Some(sub) if !sub.trim().is_empty() => Ok(Caller {
-                user: Some(sub.to_string()),
-                kind: CallerKind::Jwt,
-            }),
+            Some(sub) if !sub.trim().is_empty() => match principal::checked(sub) {
+                Ok(user) => Ok(Caller {
+                    user: Some(user),
+                    kind: CallerKind::Jwt,
+                }),
+                Err(issue) => unauthenticated(format!("malformed `sub` claim: {issue}")),
+            },
             _ => unauthenticated("missing `sub` claim: the token must name its user".into()),
         }
     }
@@ -577,6 +603,27 @@ fn invalid(field: impl Into<String>, issue: impl Into<String>) -> Error {
     Error::InvalidArgument {
         message: format!("{}: {}", violation.field, violation.issue),
         violations: vec![violation],
+    }
+}
+
+/// A request's `Authorization` value (HTTP header or gRPC metadata) as text. `Ok(None)` when there
+/// is none; a value that is not visible ASCII is refused, never taken as absent (which would make
+/// the caller anonymous).
+pub fn authorization_text(raw: Option<&[u8]>) -> Result<Option<&str>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match std::str::from_utf8(raw) {
+        Ok(text)
+            if text
+                .bytes()
+                .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic()) =>
+        {
+            Ok(Some(text))
+        }
+        _ => Err(Error::Unauthenticated(
+            "the Authorization header must be ASCII: `Bearer <token>`".into(),
+        )),
     }
 }
 
@@ -1021,6 +1068,30 @@ mod tests {
     }
 
     #[test]
+    fn check_bind_refuses_anonymous_callers_beyond_loopback_even_with_the_token() {
+        let mut config = config(Some(SERVICE_TOKEN));
+        config.projects.get_mut(HS_PROJECT).unwrap().allow_anonymous = true;
+        let open = Auth::from_config(&config).unwrap();
+        let err = open
+            .check_bind("0.0.0.0:8080".parse().unwrap(), "the REST API")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("auth.projects.{HS_PROJECT}.allow_anonymous")),
+            "{err}"
+        );
+        assert!(
+            open.check_bind("10.1.2.3:50051".parse().unwrap(), "the gRPC API")
+                .is_err()
+        );
+        assert!(
+            open.check_bind("127.0.0.1:8080".parse().unwrap(), "the REST API")
+                .is_ok()
+        );
+        assert!(open.check_bind("[::1]:8080".parse().unwrap(), "x").is_ok());
+    }
+
+    #[test]
     fn hs256_token_is_accepted() {
         let token = hs(HS_SECRET).sign(&claims(HS_PROJECT)).unwrap();
         let caller = auth()
@@ -1221,6 +1292,52 @@ mod tests {
             let message =
                 unauthenticated(auth().authenticate(Some(&bearer_of(&token)), HS_PROJECT));
             assert!(message.contains("missing `sub`"), "{message}");
+        }
+    }
+
+    #[test]
+    fn sub_is_checked_and_normalised_like_every_principal() {
+        let now = now_secs();
+        let signed = |sub: &str| {
+            let claims = serde_json::json!({"sub": sub, "aud": "agentsearch", "exp": now + 60});
+            bearer_of(&raw_token(&hs(HS_SECRET), &claims))
+        };
+        for bad in [
+            "a".repeat(200 * 1024),
+            "alice@example.com\nuser:admin@example.com".to_string(),
+            "alice\u{0}@example.com".to_string(),
+        ] {
+            let message = unauthenticated(auth().authenticate(Some(&signed(&bad)), HS_PROJECT));
+            assert!(message.starts_with("malformed `sub` claim"), "{message}");
+            assert!(message.len() < 200, "the message echoes the claim");
+        }
+        let caller = auth()
+            .authenticate(Some(&signed(" Alice@Example.COM ")), HS_PROJECT)
+            .unwrap();
+        assert_eq!(caller, jwt_caller());
+        // Only ASCII case folds: a Kelvin sign is another user than `k`.
+        let caller = auth()
+            .authenticate(Some(&signed("\u{212a}im@example.com")), HS_PROJECT)
+            .unwrap();
+        assert_eq!(caller.user.as_deref(), Some("\u{212a}im@example.com"));
+    }
+
+    #[test]
+    fn an_unreadable_authorization_header_is_refused_not_anonymous() {
+        assert_eq!(authorization_text(None).unwrap(), None);
+        assert_eq!(
+            authorization_text(Some(b"Bearer abc.def")).unwrap(),
+            Some("Bearer abc.def")
+        );
+        for raw in [
+            &b"Bearer \xc3\xa9t\xc3\xa9"[..],
+            b"Bearer \xff",
+            b"Bearer a\x01b",
+        ] {
+            assert!(matches!(
+                authorization_text(Some(raw)),
+                Err(Error::Unauthenticated(_))
+            ));
         }
     }
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::principal;
 
 /// Content sources a sync may come from.
 pub const SOURCES: [&str; 6] = [
@@ -34,9 +35,10 @@ pub fn parse_source(field: &str, value: &str) -> Result<String> {
 /// The principal token that every caller holds.
 pub const ANYONE: &str = "anyone";
 
-/// Token of a user (an email or a provider user id; compared case-insensitively).
+/// Token of a user (an email or a provider user id), in the one form principals are compared in
+/// ([`crate::principal::key`]).
 pub fn user_token(user: &str) -> String {
-    format!("user:{}", user.trim().to_lowercase())
+    format!("user:{}", principal::key(user))
 }
 
 /// Token of a group of the sync's source (ids compared exactly).
@@ -44,11 +46,11 @@ pub fn group_token(group: &str) -> String {
     format!("group:{}", group.trim())
 }
 
-/// Token of an email domain (compared case-insensitively).
+/// Token of an email domain, compared like principals ([`crate::principal::key`]).
 pub fn domain_token(domain: &str) -> String {
     format!(
         "domain:{}",
-        domain.trim().trim_start_matches('@').to_lowercase()
+        principal::key(domain.trim().trim_start_matches('@'))
     )
 }
 

@@ -386,6 +386,9 @@ pub struct ContextSearchResponse {
     pub records: Vec<RecordInfo>,
     /// Syncs (in `integration`) or retrievers that failed; the rest of the answer is valid.
     pub failures: Vec<PartFailure>,
+    /// Sum of the generations of the records the caller may read in the searched syncs: it
+    /// changes when such a record is added, rewritten or deleted, and only then.
+    pub visible_generation: u64,
     pub timings: ShardTimings,
 }
 

@@ -356,6 +356,20 @@ impl SegmentIndex {
         }
     }
 
+    /// Sum of the generations of the records `principals` may read: what a caller may know of
+    /// the index's version, without learning of writes to records it cannot read.
+    pub fn visible_generation(&self, principals: &[String]) -> u64 {
+        let state = self.state.read();
+        let mut visibility = Visibility::new(principals);
+        state
+            .records
+            .iter()
+            .flatten()
+            .filter(|r| visibility.sees(r))
+            .map(|r| r.generation)
+            .sum()
+    }
+
     /// Makes a durable commit visible: the new searcher and the in-memory state are published
     /// together, under the state lock. If the in-memory update fails, everything is reloaded from
     /// the committed index instead: the write is durable either way.
@@ -1313,6 +1327,10 @@ impl SegmentIndexes {
         };
         let lexical = hits(lexical_best);
         let dense = hits(dense_best);
+        let visible_generation = scoped
+            .iter()
+            .map(|index| index.visible_generation(&principals[index.sync_id()]))
+            .sum();
         ContextSearchResponse {
             lexical,
             dense,
@@ -1320,6 +1338,7 @@ impl SegmentIndexes {
             segments,
             records,
             failures,
+            visible_generation,
             timings: ShardTimings {
                 prepare_ms: (lexical_started - prepare_started).as_secs_f64() * 1e3,
                 lexical_ms: (dense_started - lexical_started).as_secs_f64() * 1e3,

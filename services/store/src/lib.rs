@@ -99,6 +99,8 @@ pub struct SyncRow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordEntry {
     pub record_id: String,
+    /// 0 for a record whose first write has not completed (see
+    /// [`MetadataStore::mark_records_pending`]).
     pub generation: u64,
     /// Empty while a write of the record is pending.
     pub content_hash: String,
@@ -197,7 +199,11 @@ pub trait MetadataStore: Send + Sync + 'static {
         sync_id: &str,
         record_ids: &[String],
     ) -> Result<Vec<RecordEntry>>;
-    /// Clears the content hash of the named records that exist (a write of them is in flight).
+    /// Records that a write of the named records is in flight, before any shard is written: an
+    /// existing entry's content hash is cleared, and a record without an entry gets a pending one
+    /// (generation 0, no content hash, no segments, no principals). Whatever the moment a write is
+    /// interrupted, every record a shard may hold is then known here, so a delete finds it and a
+    /// retry rewrites it. Entries of generation 0 never count in the sync's totals.
     async fn mark_records_pending(
         &self,
         project_id: &str,
@@ -294,6 +300,14 @@ pub trait MetadataStore: Send + Sync + 'static {
         integration: &str,
         account_id: &str,
     ) -> Result<bool>;
+}
+
+/// The distinct items of `items`, sorted.
+pub(crate) fn unique(items: &[String]) -> Vec<String> {
+    let mut out = items.to_vec();
+    out.sort();
+    out.dedup();
+    out
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -864,20 +878,31 @@ pub mod conformance {
         );
         assert_eq!(totals(store, p, "sync-b").await, (4, 5, 19));
 
-        // Pending: the hash is cleared, nothing else changes.
+        // Pending: an existing entry's hash is cleared, nothing else changes; a record without an
+        // entry gets a pending one of generation 0 (known, so deletable, but never counted).
         store
-            .mark_records_pending(p, "sync-b", &strings(&["r2", "zz"]))
+            .mark_records_pending(p, "sync-b", &strings(&["r2", "p1", "p1"]))
             .await
             .unwrap();
         store.mark_records_pending(p, "sync-b", &[]).await.unwrap();
         assert_eq!(
-            entries(store, p, "sync-b", &["r1", "r2"]).await,
+            entries(store, p, "sync-b", &["r1", "r2", "p1"]).await,
             vec![
+                rec("p1", 0, "", 0, &[]),
                 rec("r1", 2, "h1b", 4, &["group:ops", "user:c@b.com"]),
                 rec("r2", 1, "", 5, &["domain:b.com"]),
             ]
         );
         assert_eq!(totals(store, p, "sync-b").await, (4, 5, 19));
+        // Marking a pending entry again keeps it pending at generation 0.
+        store
+            .mark_records_pending(p, "sync-b", &strings(&["p1"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            entries(store, p, "sync-b", &["p1"]).await,
+            vec![rec("p1", 0, "", 0, &[])]
+        );
 
         // Readable segments: r1 = 4 (group:ops, user:c@b.com), r2 = 5 (domain:b.com, pending),
         // r3 = 2 (anyone), r4 = 2 (anyone), r5 = 6 (nobody).

@@ -11,7 +11,8 @@ use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
     RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
     connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unknown_sync,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -141,7 +142,7 @@ async fn bump_sync(tx: &deadpool_postgres::Transaction<'_>, sync_id: &str) -> Re
     let row = tx
         .query_one(
             "UPDATE syncs SET
-               records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = $1),
+               records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = $1 AND r.generation > 0),
                segments = (SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r WHERE r.sync_id = $1),
                generation = generation + 1, last_ingest_at = $2
              WHERE id = $1 RETURNING generation",
@@ -508,9 +509,12 @@ impl MetadataStore for PgStore {
         if record_ids.is_empty() {
             return Ok(());
         }
+        let record_ids = unique(record_ids);
         tx.execute(
-            "UPDATE sync_records SET content_hash = '', updated_at = $3
-             WHERE sync_id = $1 AND record_id = ANY($2)",
+            "INSERT INTO sync_records (sync_id, record_id, generation, content_hash, segments, updated_at)
+             SELECT $1, r, 0, '', 0, $3 FROM UNNEST($2::text[]) AS t(r)
+             ON CONFLICT (sync_id, record_id) DO UPDATE SET content_hash = '',
+               updated_at = EXCLUDED.updated_at",
             &[&sync_id, &record_ids, &now_ms()],
         )
         .await

@@ -10,7 +10,8 @@ use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
     RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
     connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unknown_sync,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    unknown_sync,
 };
 
 #[derive(Clone)]
@@ -122,7 +123,7 @@ fn sync_generation(
 fn bump_sync(c: &Connection, sync_id: &str) -> rusqlite::Result<i64> {
     c.prepare_cached(
         "UPDATE syncs SET
-           records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = ?1),
+           records = (SELECT COUNT(*) FROM sync_records r WHERE r.sync_id = ?1 AND r.generation > 0),
            segments = (SELECT CAST(COALESCE(SUM(r.segments), 0) AS BIGINT) FROM sync_records r WHERE r.sync_id = ?1),
            generation = generation + 1, last_ingest_at = ?2
          WHERE id = ?1 RETURNING generation",
@@ -444,7 +445,7 @@ impl MetadataStore for SqliteStore {
         let (p, s, ids) = (
             project_id.to_string(),
             sync_id.to_string(),
-            json_list(record_ids),
+            json_list(&unique(record_ids)),
         );
         let found = self
             .with(move |c| {
@@ -453,8 +454,10 @@ impl MetadataStore for SqliteStore {
                     return Ok(false);
                 }
                 tx.execute(
-                    "UPDATE sync_records SET content_hash = '', updated_at = ?3
-                     WHERE sync_id = ?1 AND record_id IN (SELECT value FROM json_each(?2))",
+                    "INSERT INTO sync_records (sync_id, record_id, generation, content_hash, segments, updated_at)
+                     SELECT ?1, value, 0, '', 0, ?3 FROM json_each(?2) WHERE true
+                     ON CONFLICT (sync_id, record_id) DO UPDATE SET content_hash = '',
+                       updated_at = excluded.updated_at",
                     params![s, ids, now_ms()],
                 )?;
                 tx.commit()?;

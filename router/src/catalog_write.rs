@@ -1,0 +1,236 @@
+//! The ledger protocol of catalog writes (see [`crate::catalog`]), run on a task of its own under
+//! the project's lock (see [`crate::detached`]) so that nothing a caller does can stop it
+//! half-way. It reads placements from the store, not a router's cache: another router may have
+//! placed an integration moments ago.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsearch_common::shard::{IndexedTool, ShardDeleteRequest, ShardUpsertRequest};
+use agentsearch_common::{Error, Result};
+use agentsearch_store::{CatalogEntry, MetadataStore};
+
+use crate::all_replicas;
+use crate::catalog::{DeleteOutcome, PreparedBatch, UpsertOutcome};
+use crate::placement::rendezvous;
+use crate::shards::{ShardClient, ShardSet};
+
+/// Time a shard has to index one batch.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What a write of one project's catalog needs, owned, so it can run on its own task.
+pub(crate) struct CatalogWrite {
+    pub(crate) store: Arc<dyn MetadataStore>,
+    pub(crate) shards: ShardSet,
+    pub(crate) replication: usize,
+    pub(crate) project_id: String,
+    pub(crate) request_id: String,
+}
+
+impl CatalogWrite {
+    /// Writes a prepared batch: pending entries, every replica, old copies, final entries.
+    pub(crate) async fn upsert(&self, batch: PreparedBatch) -> Result<UpsertOutcome> {
+        let started = std::time::Instant::now();
+        let project_id = self.project_id.as_str();
+        self.store.ensure_project(project_id).await?;
+
+        // 1. Pending: hash cleared, every integration that may hold an old copy marked stale. A new
+        //    name gets an entry too, so a tool a shard holds is always one the ledger knows.
+        let names: Vec<String> = batch.names().map(str::to_string).collect();
+        let previous: BTreeMap<String, CatalogEntry> = self
+            .store
+            .catalog_entries(project_id, &names)
+            .await?
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect();
+        let mut pending = Vec::with_capacity(batch.tools.len());
+        let mut finals = Vec::with_capacity(batch.tools.len());
+        for (tool, hash) in &batch.tools {
+            let record = &tool.record;
+            let mut stale: BTreeSet<String> = BTreeSet::new();
+            if let Some(old) = previous.get(&record.name) {
+                stale.extend(old.stale.iter().cloned());
+                stale.insert(old.integration.clone());
+            }
+            stale.remove(&record.integration);
+            pending.push(CatalogEntry {
+                name: record.name.clone(),
+                integration: record.integration.clone(),
+                content_hash: String::new(),
+                stale: stale.into_iter().collect(),
+            });
+            finals.push(CatalogEntry {
+                name: record.name.clone(),
+                integration: record.integration.clone(),
+                content_hash: hash.clone(),
+                stale: Vec::new(),
+            });
+        }
+        self.store.put_catalog_entries(project_id, &pending).await?;
+
+        // 2. One write per shard with the tools of every integration (replica) it holds.
+        let mut by_integration: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
+        for (tool, _) in batch.tools {
+            by_integration
+                .entry(tool.record.integration.clone())
+                .or_default()
+                .push(tool);
+        }
+        let placements = self.store.placements(project_id).await?;
+        let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
+        for (integration, tools) in by_integration {
+            let placed = match placements.iter().find(|p| p.integration == integration) {
+                Some(p) => p.shard_ids.clone(),
+                None => self.place(&integration).await?,
+            };
+            for shard_id in placed {
+                self.placed_shard(&integration, &shard_id)?;
+                by_shard
+                    .entry(shard_id)
+                    .or_default()
+                    .extend(tools.iter().cloned());
+            }
+        }
+        let writes = by_shard.into_iter().map(|(shard_id, tools)| {
+            let client = self.shards.get(&shard_id).cloned();
+            let request = ShardUpsertRequest {
+                project_id: project_id.to_string(),
+                tools,
+            };
+            async move {
+                let client =
+                    client.ok_or_else(|| Error::Unavailable("a shard is not available".into()))?;
+                client
+                    .upsert_tools(request, &self.request_id, WRITE_TIMEOUT)
+                    .await
+            }
+        });
+        all_replicas(writes).await?;
+
+        // 3. Old copies leave the integrations they moved out of.
+        self.delete_from_shards(stale_by_integration(&pending))
+            .await?;
+
+        // 4. Final entries.
+        self.store.put_catalog_entries(project_id, &finals).await?;
+        tracing::debug!(
+            request_id = %self.request_id,
+            tools = finals.len(),
+            embed_ms = batch.embed_ms,
+            write_ms = started.elapsed().as_millis() as u64,
+            "catalog batch indexed"
+        );
+        Ok(UpsertOutcome {
+            upserted: finals.len() as u32,
+            unchanged: batch.unchanged,
+        })
+    }
+
+    /// Deletes tools (`names` distinct): pending entries, every replica of every integration that
+    /// may hold a copy, then the entries.
+    pub(crate) async fn delete(&self, names: Vec<String>) -> Result<DeleteOutcome> {
+        let project_id = self.project_id.as_str();
+        let found = self.store.catalog_entries(project_id, &names).await?;
+        let pending: Vec<CatalogEntry> = found
+            .iter()
+            .map(|e| {
+                let mut stale: BTreeSet<String> = e.stale.iter().cloned().collect();
+                stale.insert(e.integration.clone());
+                CatalogEntry {
+                    content_hash: String::new(),
+                    stale: stale.into_iter().collect(),
+                    ..e.clone()
+                }
+            })
+            .collect();
+        self.store.put_catalog_entries(project_id, &pending).await?;
+        self.delete_from_shards(stale_by_integration(&pending))
+            .await?;
+        let found_names: Vec<String> = found.iter().map(|e| e.name.clone()).collect();
+        let deleted = self
+            .store
+            .delete_catalog_entries(project_id, &found_names)
+            .await?;
+        Ok(DeleteOutcome {
+            deleted: deleted as u32,
+            not_found: (names.len() - found.len()) as u32,
+        })
+    }
+
+    /// Deletes names from every replica of their integrations; an integration never placed holds
+    /// nothing.
+    async fn delete_from_shards(
+        &self,
+        by_integration: BTreeMap<String, Vec<String>>,
+    ) -> Result<()> {
+        if by_integration.is_empty() {
+            return Ok(());
+        }
+        let placements = self.store.placements(&self.project_id).await?;
+        let mut calls = Vec::new();
+        for (integration, names) in by_integration {
+            let Some(placement) = placements.iter().find(|p| p.integration == integration) else {
+                continue;
+            };
+            for shard_id in &placement.shard_ids {
+                let client = self.placed_shard(&integration, shard_id)?;
+                let request = ShardDeleteRequest {
+                    project_id: self.project_id.clone(),
+                    integration: integration.clone(),
+                    names: names.clone(),
+                };
+                calls.push(async move {
+                    client
+                        .delete_tools(request, &self.request_id, WRITE_TIMEOUT)
+                        .await
+                });
+            }
+        }
+        all_replicas(calls).await?;
+        Ok(())
+    }
+
+    /// Places an integration that has no placement, by rendezvous hashing over the shards (the
+    /// first placement recorded wins, so concurrent routers agree).
+    async fn place(&self, integration: &str) -> Result<Vec<String>> {
+        let project_id = self.project_id.as_str();
+        let chosen = rendezvous(
+            &format!("{project_id}/{integration}"),
+            &self.shards.ids(),
+            self.replication,
+        );
+        let placed = self.store.place(project_id, integration, &chosen).await?;
+        tracing::info!(project_id, integration, shards = ?placed, "integration placed");
+        Ok(placed)
+    }
+
+    /// The client of a shard an integration is placed on; an error if that shard is not configured
+    /// (the shard set changed since the placement was recorded).
+    fn placed_shard(&self, integration: &str, shard_id: &str) -> Result<ShardClient> {
+        self.shards.get(shard_id).cloned().ok_or_else(|| {
+            tracing::error!(
+                integration,
+                shard_id,
+                "integration placed on a shard that is not configured"
+            );
+            Error::Unavailable(format!(
+                "a shard holding integration `{integration}` is not available"
+            ))
+        })
+    }
+}
+
+/// Names to delete per stale integration.
+fn stale_by_integration(entries: &[CatalogEntry]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in entries {
+        for integration in &entry.stale {
+            out.entry(integration.clone())
+                .or_default()
+                .push(entry.name.clone());
+        }
+    }
+    out
+}
