@@ -4,12 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsearch_common::config::{
-    Config, ContextConfig, HydrationIntegrationConfig, HydrationProvider, LexicalConfig,
-};
+use agentsearch_common::config::{Config, ContextConfig, LexicalConfig};
+use agentsearch_common::ids::DEMO_PROJECT_ID;
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
-use agentsearch_hydrate::HydrationService;
+use agentsearch_hydrate::{FileHydrator, HydrationService};
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
@@ -66,10 +65,39 @@ pub fn open_local_shards(
         .collect()
 }
 
-/// Builds the embedded router: in-process shards, SQLite metadata, the model, the query cache.
+/// Builds the embedded router: in-process shards, SQLite metadata, the model, the query cache, and
+/// the configured hydration. No demo data and no demo hydration (see [`embedded_node`]).
 pub async fn embedded_router(
     config: &Config,
     embedder: Arc<dyn Embedder>,
+) -> anyhow::Result<Arc<Router>> {
+    build_embedded(config, embedder, false).await
+}
+
+/// The embedded router as `serve` runs it: with `load_demo`, the demo catalog, documents and
+/// connections are loaded (idempotently) and the demo project's Salesforce tools hydrate from
+/// `demo/hydration.json`; without it (`--no-demo`), it is [`embedded_router`].
+pub async fn embedded_node(
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+    load_demo: bool,
+) -> anyhow::Result<Arc<Router>> {
+    let router = build_embedded(config, embedder, load_demo).await?;
+    if load_demo {
+        crate::demo::load(&router).await?;
+        crate::demo::load_documents(&router).await?;
+        crate::demo::load_connections(&router).await?;
+    }
+    Ok(router)
+}
+
+/// The integration whose demo tools carry per-user custom fields.
+const DEMO_HYDRATED: &str = "salesforce";
+
+async fn build_embedded(
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+    demo_hydration: bool,
 ) -> anyhow::Result<Arc<Router>> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
@@ -86,25 +114,25 @@ pub async fn embedded_router(
     )
     .await?;
     let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
-    let mut hydration = config.hydration.clone();
-    if hydration.integrations.is_empty() {
-        // The demo's Salesforce tools carry per-user custom fields, from a file.
+    let mut hydration = HydrationService::builder_from_config(&config.hydration, Path::new("."))?;
+    if demo_hydration && !hydration.hydrates(DEMO_HYDRATED) {
+        // The demo's Salesforce tools carry per-user custom fields, from a file that describes the
+        // demo's users: it applies to the demo project only, never to a project that merely has
+        // tools of the same names.
         let path = config.data_dir.join("demo-hydration.json");
         std::fs::write(&path, crate::demo::HYDRATION)
             .with_context(|| format!("writing {}", path.display()))?;
-        hydration.integrations.insert(
-            "salesforce".into(),
-            HydrationIntegrationConfig {
-                provider: HydrationProvider::File,
-                url: None,
-                path: Some(path),
-                timeout_ms: None,
-            },
+        let file = FileHydrator::open(&path)?;
+        hydration = hydration.integration_for_projects(
+            DEMO_HYDRATED,
+            [DEMO_PROJECT_ID],
+            Arc::new(file),
+            Duration::from_millis(config.hydration.timeout_ms.max(1)),
         );
     }
-    let hydration = HydrationService::from_config(&hydration, Path::new("."))?;
     Ok(Arc::new(
-        Router::new(store, shards, cached, settings(config)).with_hydration(Arc::new(hydration)),
+        Router::new(store, shards, cached, settings(config))
+            .with_hydration(Arc::new(hydration.build())),
     ))
 }
 
@@ -121,12 +149,7 @@ pub async fn serve_embedded(
     auth.check_bind(config.http, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let embedder = load_embedder(&config)?;
-    let router = embedded_router(&config, embedder).await?;
-    if load_demo {
-        crate::demo::load(&router).await?;
-        crate::demo::load_documents(&router).await?;
-        crate::demo::load_connections(&router).await?;
-    }
+    let router = embedded_node(&config, embedder, load_demo).await?;
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
     }

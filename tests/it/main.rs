@@ -2,11 +2,15 @@
 //! (`AGENTSEARCH_TEST_POSTGRES`, default the local server) and the model weights
 //! (`scripts/fetch-model.sh`), and run on an optimized build (see README).
 
+mod auth;
 mod cluster;
 mod context;
+mod context_acl;
 mod durability;
 mod embedded;
 mod eval;
+mod omissions;
 mod principals;
 mod rest;
+mod tenancy;
 mod tools;

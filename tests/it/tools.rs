@@ -15,7 +15,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentsearch_common::Error;
 use agentsearch_common::auth::{SigningKey, TokenClaims};
-use agentsearch_common::config::{AuthConfig, Config, ProjectAuthConfig, Secret, ShardsConfig};
+use agentsearch_common::config::{
+    AuthConfig, Config, HydrationIntegrationConfig, HydrationProvider, ProjectAuthConfig, Secret,
+    ShardsConfig,
+};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
     GetToolsResponse, InlineSearchRequest, PartFailure, ReadSegmentsRequest, ReadSegmentsResponse,
@@ -311,8 +314,9 @@ async fn load(router: &Router, project: &str, tools: Vec<ToolDefinition>) {
     }
 }
 
-/// An embedded router (the `serve` assembly: SQLite, in-process shards, the demo Salesforce
-/// hydration file) with `tools` in the test project, served over HTTP.
+/// An embedded router (the `serve` assembly: SQLite, in-process shards) configured to hydrate
+/// Salesforce schemas from the demo's file for every project, with `tools` in the test project,
+/// served over HTTP.
 struct Env {
     router: Arc<Router>,
     addr: SocketAddr,
@@ -322,7 +326,7 @@ struct Env {
 
 async fn embedded(tools: Vec<ToolDefinition>, auth: Auth) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
+    let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         shards: ShardsConfig {
             local: 1,
@@ -330,6 +334,15 @@ async fn embedded(tools: Vec<ToolDefinition>, auth: Auth) -> Env {
         },
         ..Config::default()
     };
+    config.hydration.integrations.insert(
+        "salesforce".into(),
+        HydrationIntegrationConfig {
+            provider: HydrationProvider::File,
+            url: None,
+            path: Some(demo_hydration_file(dir.path())),
+            timeout_ms: None,
+        },
+    );
     let router = agentsearch::node::embedded_router(&config, embedder())
         .await
         .unwrap();

@@ -1,13 +1,15 @@
 //! The in-process cluster sandbox of the integration tests: shards served over real gRPC on
 //! loopback ports, routers over them with PostgreSQL or SQLite metadata, the shared embedding model,
-//! the fixture catalog and small clients.
+//! the fixture catalog, small clients, and project keys with tokens to call them as a user or a
+//! service.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentsearch_common::config::Config;
+use agentsearch_common::auth::{SigningKey, TokenClaims};
+use agentsearch_common::config::{AuthConfig, Config, ProjectAuthConfig, Secret};
 use agentsearch_common::shard::ShardApi;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
@@ -15,13 +17,19 @@ use agentsearch_proto::v1 as pb;
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
-use agentsearch_store::{MetadataStore, PgStore};
+use agentsearch_store::{MetadataStore, PgStore, SqliteStore};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
 pub const PROJECT: &str = "00000000-0000-4000-8000-0000000000f1";
+
+/// The HS256 secret of [`PROJECT`] in routers built with [`keyed_auth`].
+pub const PROJECT_SECRET: &str = "sandbox-hs256-secret-of-the-test-project-0123456789";
+
+/// The deployment's service token in routers built with [`keyed_auth`].
+pub const SERVICE_TOKEN: &str = "sandbox-service-token-0123456789";
 
 /// The model folder: `AGENTSEARCH_EMBED__MODEL_DIR`, else `models/all-MiniLM-L6-v2` of the workspace.
 pub fn model_dir() -> PathBuf {
@@ -339,6 +347,15 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// The metadata store of a [`Cluster`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// PostgreSQL, in a fresh schema.
+    Postgres,
+    /// The embedded SQLite store, in a temporary directory.
+    Sqlite,
+}
+
 /// N shards over gRPC + a router with PostgreSQL metadata, serving its public APIs on loopback.
 pub struct Cluster {
     pub shards: Vec<Served>,
@@ -356,6 +373,17 @@ impl Cluster {
     }
 
     pub async fn start_with(shard_count: usize, settings: RouterSettings) -> Cluster {
+        Self::start_custom(shard_count, settings, StoreKind::Postgres, Auth::default()).await
+    }
+
+    /// A cluster on the metadata store `store`, its public APIs authenticated by `auth` (the shards
+    /// stay open on loopback). With SQLite, `schema` is empty and [`Cluster::placements`] unusable.
+    pub async fn start_custom(
+        shard_count: usize,
+        settings: RouterSettings,
+        store: StoreKind,
+        auth: Auth,
+    ) -> Cluster {
         let mut dirs = Vec::new();
         let mut shards = Vec::new();
         let mut local = Vec::new();
@@ -367,9 +395,20 @@ impl Cluster {
             local.push(shard);
         }
         let addrs: Vec<SocketAddr> = shards.iter().map(|s| s.addr).collect();
-        let (store, schema) = pg_store().await;
+        let (store, schema): (Arc<dyn MetadataStore>, String) = match store {
+            StoreKind::Postgres => {
+                let (store, schema) = pg_store().await;
+                (store, schema)
+            }
+            StoreKind::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let store = SqliteStore::open(&dir.path().join("metadata.sqlite")).unwrap();
+                dirs.push(dir);
+                (Arc::new(store), String::new())
+            }
+        };
         let router = grpc_router(store, &addrs, settings).await;
-        let (http, grpc) = start_router(router.clone(), Auth::default()).await;
+        let (http, grpc) = start_router(router.clone(), auth).await;
         Cluster {
             shards,
             local,
@@ -389,4 +428,80 @@ impl Cluster {
             .map(|r| (r[0].clone(), r[1].clone()))
             .collect()
     }
+}
+
+// ---- Credentials ----
+
+/// Authentication of a deployment whose [`PROJECT`] has an HS256 key ([`PROJECT_SECRET`]) and
+/// whose service token is [`SERVICE_TOKEN`]; `allow_anonymous` lets callers without a token in.
+/// Other projects are open to the service token only.
+pub fn keyed_auth(allow_anonymous: bool) -> Auth {
+    let mut projects = std::collections::BTreeMap::new();
+    projects.insert(
+        PROJECT.to_string(),
+        ProjectAuthConfig {
+            hs256_secret: Some(Secret::new(PROJECT_SECRET)),
+            allow_anonymous,
+            ..ProjectAuthConfig::default()
+        },
+    );
+    Auth::from_config(&AuthConfig {
+        token: Some(Secret::new(SERVICE_TOKEN)),
+        projects,
+    })
+    .unwrap()
+}
+
+/// A user token of [`PROJECT`] naming `sub`, valid for an hour.
+pub fn project_token(sub: &str) -> String {
+    signed_token(PROJECT_SECRET, PROJECT, sub)
+}
+
+/// A user token of `project` naming `sub`, signed with the HS256 `secret`, valid for an hour.
+pub fn signed_token(secret: &str, project: &str, sub: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    SigningKey::hs256(&Secret::new(secret))
+        .unwrap()
+        .sign(&TokenClaims {
+            sub: sub.to_string(),
+            project: project.to_string(),
+            aud: "agentsearch".to_string(),
+            iat: now,
+            exp: now + 3600,
+            iss: None,
+        })
+        .unwrap()
+}
+
+/// A gRPC request carrying `token` as its bearer (none: no `authorization` metadata).
+pub fn bearer<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    request
+}
+
+/// A JSON request over REST (`content-type: application/json`, `token` as the bearer when given):
+/// (status, the body parsed as JSON, or as a JSON string when it is not JSON).
+pub async fn rest_json(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    let (status, _, text) = http(addr, method, path, &headers, body).await;
+    let json = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    (status, json)
 }

@@ -70,6 +70,8 @@ fn bump(counter: &AtomicU64) {
 struct Integration {
     hydrator: Arc<dyn Hydrator>,
     timeout: Duration,
+    /// The projects whose tools are hydrated; `None`: every project's.
+    projects: Option<Vec<String>>,
 }
 
 type Flight = Shared<BoxFuture<'static, Outcome>>;
@@ -119,9 +121,41 @@ impl HydrationServiceBuilder {
         hydrator: Arc<dyn Hydrator>,
         timeout: Duration,
     ) -> Self {
-        self.integrations
-            .insert(integration.into(), Integration { hydrator, timeout });
+        self.integrations.insert(
+            integration.into(),
+            Integration {
+                hydrator,
+                timeout,
+                projects: None,
+            },
+        );
         self
+    }
+
+    /// Like [`HydrationServiceBuilder::integration`], for the tools of `projects` only: the same
+    /// integration's tools in any other project keep their static schema, with no cache lookup
+    /// and no provider call.
+    pub fn integration_for_projects(
+        mut self,
+        integration: impl Into<String>,
+        projects: impl IntoIterator<Item = impl Into<String>>,
+        hydrator: Arc<dyn Hydrator>,
+        timeout: Duration,
+    ) -> Self {
+        self.integrations.insert(
+            integration.into(),
+            Integration {
+                hydrator,
+                timeout,
+                projects: Some(projects.into_iter().map(Into::into).collect()),
+            },
+        );
+        self
+    }
+
+    /// Whether the tools of `integration` are hydrated (in some project).
+    pub fn hydrates(&self, integration: &str) -> bool {
+        self.integrations.contains_key(integration)
     }
 
     pub fn build(self) -> HydrationService {
@@ -150,6 +184,15 @@ impl HydrationService {
     /// Reads provider files now; does not connect to Redis yet (a Redis that is down only costs
     /// cache misses). Must be called within a Tokio runtime when `cache = "redis"`.
     pub fn from_config(config: &HydrationConfig, base_dir: &Path) -> Result<Self, Error> {
+        Ok(Self::builder_from_config(config, base_dir)?.build())
+    }
+
+    /// The builder of [`HydrationService::from_config`], to add integrations the configuration
+    /// does not name.
+    pub fn builder_from_config(
+        config: &HydrationConfig,
+        base_dir: &Path,
+    ) -> Result<HydrationServiceBuilder, Error> {
         let mut builder = Self::builder().ttl(Duration::from_secs(config.ttl_secs.max(1)));
         match config.cache {
             HydrationCache::None => {}
@@ -194,19 +237,28 @@ impl HydrationService {
             };
             builder = builder.integration(slug.clone(), hydrator, timeout);
         }
-        Ok(builder.build())
+        Ok(builder)
     }
 
-    /// Whether the tools of `integration` are hydrated per user.
+    /// Whether the tools of `integration` are hydrated per user, in some project.
     pub fn hydrates(&self, integration: &str) -> bool {
         self.inner.integrations.contains_key(integration)
     }
 
+    /// Whether the tools of `integration` are hydrated per user in `project_id`.
+    pub fn hydrates_for(&self, project_id: &str, integration: &str) -> bool {
+        self.inner
+            .integrations
+            .get(integration)
+            .is_some_and(|i| i.admits(project_id))
+    }
+
     /// The user's schema of `req.tool`. Never fails: a provider failure is [`Outcome::Failed`], a
     /// cache failure a miss. Concurrent calls with the same cache key share one provider call,
-    /// which runs to completion (and fills the cache) even if every caller goes away.
+    /// which runs to completion (and fills the cache) even if every caller goes away. A project
+    /// the integration is not hydrated for gets [`Outcome::Static`] at once.
     pub async fn hydrate(&self, req: HydrationRequest) -> Outcome {
-        if !self.hydrates(&req.integration) {
+        if !self.hydrates_for(&req.project_id, &req.integration) {
             return Outcome::Static;
         }
         let key = req.cache_key();
@@ -266,9 +318,21 @@ impl Drop for InflightEntry {
     }
 }
 
+impl Integration {
+    fn admits(&self, project_id: &str) -> bool {
+        self.projects
+            .as_ref()
+            .is_none_or(|projects| projects.iter().any(|p| p == project_id))
+    }
+}
+
 impl Inner {
     async fn resolve(&self, key: &str, req: &HydrationRequest) -> Outcome {
-        let Some(integration) = self.integrations.get(&req.integration) else {
+        let Some(integration) = self
+            .integrations
+            .get(&req.integration)
+            .filter(|i| i.admits(&req.project_id))
+        else {
             return Outcome::Static;
         };
         if let Some(cache) = &self.cache {
@@ -328,5 +392,92 @@ fn config_error(key: impl Into<String>, issue: impl Into<String>) -> Error {
     Error::InvalidArgument {
         message: format!("{key}: {issue}"),
         violations: vec![FieldViolation::new(key, issue)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Answers every request with one schema and counts the calls.
+    #[derive(Default)]
+    struct Counting {
+        calls: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Hydrator for Counting {
+        async fn hydrate(
+            &self,
+            _req: &HydrationRequest,
+        ) -> Result<Option<HydratedSchema>, HydrateError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let schema = json!({"type": "object", "properties": {"Region__c": {"type": "string"}}});
+            Ok(Some(HydratedSchema::from_value(&schema, None).unwrap()))
+        }
+    }
+
+    fn request(project: &str, integration: &str) -> HydrationRequest {
+        HydrationRequest {
+            project_id: project.to_string(),
+            user_id: "alice@example.com".to_string(),
+            integration: integration.to_string(),
+            tool: "SALESFORCE_CREATE_LEAD".to_string(),
+            catalog_version: 1,
+            description: String::new(),
+            parameters_json: "{}".to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn project_scoped_integrations_leave_other_projects_static() {
+        let provider = Arc::new(Counting::default());
+        let service = HydrationService::builder()
+            .cache(Arc::new(MemoryCache::default()))
+            .integration_for_projects(
+                "salesforce",
+                ["p-demo"],
+                provider.clone(),
+                Duration::from_secs(5),
+            )
+            .build();
+        assert!(service.hydrates("salesforce"));
+        assert!(service.hydrates_for("p-demo", "salesforce"));
+        assert!(!service.hydrates_for("p-other", "salesforce"));
+        assert!(!service.hydrates_for("p-demo", "hubspot"));
+
+        let outcome = service.hydrate(request("p-other", "salesforce")).await;
+        assert_eq!(outcome, Outcome::Static);
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 0);
+        assert_eq!(service.stats(), HydrationStats::default());
+
+        let outcome = service.hydrate(request("p-demo", "salesforce")).await;
+        assert!(
+            matches!(outcome, Outcome::Hydrated { cached: false, .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 1);
+        // The other project is still static, the cached answer of the first notwithstanding.
+        let outcome = service.hydrate(request("p-other", "salesforce")).await;
+        assert_eq!(outcome, Outcome::Static);
+    }
+
+    #[tokio::test]
+    async fn unscoped_integrations_hydrate_every_project() {
+        let provider = Arc::new(Counting::default());
+        let service = HydrationService::builder()
+            .integration("salesforce", provider.clone(), Duration::from_secs(5))
+            .build();
+        for project in ["p-demo", "p-other"] {
+            assert!(service.hydrates_for(project, "salesforce"));
+            let outcome = service.hydrate(request(project, "salesforce")).await;
+            assert!(matches!(outcome, Outcome::Hydrated { .. }), "{outcome:?}");
+        }
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 2);
     }
 }
