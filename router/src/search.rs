@@ -861,7 +861,7 @@ impl Router {
             let (Some(service), Some(user)) = (&self.hydration, user) else {
                 return stored(false, false);
             };
-            if !service.hydrates(&record.integration) {
+            if !service.hydrates_for(project_id, &record.integration) {
                 return stored(false, false);
             }
             let request = HydrationRequest {
