@@ -7,4 +7,6 @@ mod context;
 mod embedded;
 mod eval;
 mod rest;
+mod rest_guard;
+mod rest_messages;
 mod tools;
