@@ -129,7 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let mut config = load_config(cli.config.as_deref())?;
-            config.http = args.http.unwrap_or(config.http);
+            config.http.listen = args.http.unwrap_or(config.http.listen);
             config.grpc = args.grpc.unwrap_or(config.grpc);
             config.data_dir = args.data_dir.unwrap_or(config.data_dir);
             config.shards.local = args.shards.unwrap_or(config.shards.local);
@@ -147,7 +147,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Router(args) => {
             let mut config = load_config(cli.config.as_deref())?;
-            config.http = args.http.unwrap_or(config.http);
+            config.http.listen = args.http.unwrap_or(config.http.listen);
             config.grpc = args.grpc.unwrap_or(config.grpc);
             if !args.shards.is_empty() {
                 config.shards.remote = args.shards;

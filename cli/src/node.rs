@@ -10,7 +10,7 @@ use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
 use agentsearch_hydrate::{FileHydrator, HydrationService};
 use agentsearch_router::auth::Auth;
-use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient, ShardSet};
+use agentsearch_router::{GrpcShard, RestAccess, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::{MetadataStore, PgStore, SqliteStore};
 use anyhow::Context;
@@ -146,14 +146,23 @@ pub async fn serve_embedded(
         &config.auth,
         &config.data_dir,
     )?)?;
-    auth.check_bind(config.http, "the REST API")?;
+    auth.check_bind(config.http.listen, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let embedder = load_embedder(&config)?;
     let router = embedded_node(&config, embedder, load_demo).await?;
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
     }
-    agentsearch_router::serve(router, auth, config.http, config.grpc, shutdown).await?;
+    let access = RestAccess::from_config(&config.http);
+    agentsearch_router::serve(
+        router,
+        auth,
+        access,
+        config.http.listen,
+        config.grpc,
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 
@@ -202,7 +211,7 @@ pub async fn serve_router(
         "shards.remote is empty: pass --shards host:port,..."
     );
     let auth = Auth::from_config(&config.auth)?;
-    auth.check_bind(config.http, "the REST API")?;
+    auth.check_bind(config.http.listen, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let store = postgres_store(&config).await?;
     let clients = config
@@ -219,6 +228,15 @@ pub async fn serve_router(
     let router = Arc::new(
         Router::new(store, shards, cached, settings(&config)).with_hydration(Arc::new(hydration)),
     );
-    agentsearch_router::serve(router, auth, config.http, config.grpc, shutdown).await?;
+    let access = RestAccess::from_config(&config.http);
+    agentsearch_router::serve(
+        router,
+        auth,
+        access,
+        config.http.listen,
+        config.grpc,
+        shutdown,
+    )
+    .await?;
     Ok(())
 }

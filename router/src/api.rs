@@ -2,10 +2,13 @@
 //! JSON) and gRPC both build a [`RawSearch`] and call [`RawSearch::validate`], so the rules and the
 //! field names in errors are the same on both.
 
+use std::fmt;
+
 use agentsearch_common::shard::RetrievalMode;
 use agentsearch_common::tool::{MAX_SLUG_CHARS, SideEffect};
 use agentsearch_common::{Error, FieldViolation};
-use serde::Serialize;
+use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 pub const MAX_QUERY_CHARS: usize = 1024;
@@ -17,8 +20,8 @@ pub const MAX_FILTER_ITEMS: usize = 500;
 #[derive(Debug, Default)]
 pub struct RawSearch {
     pub query: Option<String>,
-    pub top_k: Option<i64>,
-    pub max_tool_tokens: Option<i64>,
+    pub top_k: Option<Int>,
+    pub max_tool_tokens: Option<Int>,
     pub integrations: Option<Vec<String>>,
     pub categories: Option<Vec<String>>,
     pub max_side_effect: Option<String>,
@@ -133,22 +136,158 @@ pub(crate) fn retrieval_mode(v: &mut Vec<FieldViolation>, mode: Option<&str>) ->
     }
 }
 
+/// An integer field of a request as sent. JSON parsers read integers beyond 64 bits as floating
+/// point, so of those only the sign is known; they are outside every range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Int {
+    Exact(i128),
+    TooLarge,
+    TooNegative,
+}
+
+impl Int {
+    /// A JSON number as an integer; `None` for a fractional one (or an integral one written with a
+    /// fraction or exponent that fits 64 bits: JSON parsers do not tell those apart).
+    pub fn from_json(number: &serde_json::Number) -> Option<Int> {
+        if let Some(n) = number.as_i64() {
+            return Some(Int::Exact(n.into()));
+        }
+        if let Some(n) = number.as_u64() {
+            return Some(Int::Exact(n.into()));
+        }
+        number.as_f64().and_then(Int::beyond_64_bits)
+    }
+
+    /// An integral float outside the 64-bit range, as an integer too large to represent.
+    fn beyond_64_bits(value: f64) -> Option<Int> {
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+        if !value.is_finite() || value.fract() != 0.0 || (-LIMIT..LIMIT).contains(&value) {
+            return None;
+        }
+        Some(if value > 0.0 {
+            Int::TooLarge
+        } else {
+            Int::TooNegative
+        })
+    }
+
+    /// The value when it is between `min` and `max`.
+    pub fn within(self, min: i64, max: i64) -> Option<i64> {
+        match self {
+            Int::Exact(n) if (i128::from(min)..=i128::from(max)).contains(&n) => Some(n as i64),
+            _ => None,
+        }
+    }
+}
+
+impl From<u32> for Int {
+    fn from(value: u32) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+impl From<i32> for Int {
+    fn from(value: i32) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+impl From<i64> for Int {
+    fn from(value: i64) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+/// The value as sent, or what is known of it.
+impl fmt::Display for Int {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Int::Exact(n) => write!(f, "{n}"),
+            Int::TooLarge => f.write_str("an integer too large to represent"),
+            Int::TooNegative => f.write_str("a negative integer too large to represent"),
+        }
+    }
+}
+
+/// Reads any JSON integer; other values are refused as by `i64` (`invalid type: floating point
+/// `2.5`, expected i64`), so the messages of other mistakes stay the same.
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(IntVisitor)
+    }
+}
+
+struct IntVisitor;
+
+impl Visitor<'_> for IntVisitor {
+    type Value = Int;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("i64")
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Int, E> {
+        Ok(Int::Exact(value.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Int, E> {
+        Ok(Int::Exact(value.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Int, E> {
+        Int::beyond_64_bits(value).ok_or_else(|| E::invalid_type(Unexpected::Float(value), &self))
+    }
+}
+
+/// A required `u32` field (`deserialize_with`): the messages of `u32`, except that an integer
+/// beyond 64 bits is called one rather than a floating-point number.
+pub(crate) fn u32_field<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    deserializer.deserialize_u32(U32Visitor)
+}
+
+struct U32Visitor;
+
+impl Visitor<'_> for U32Visitor {
+    type Value = u32;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("u32")
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<u32, E> {
+        u32::try_from(value).map_err(|_| E::invalid_value(Unexpected::Signed(value), &self))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<u32, E> {
+        u32::try_from(value).map_err(|_| E::invalid_value(Unexpected::Unsigned(value), &self))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<u32, E> {
+        Err(match Int::beyond_64_bits(value) {
+            Some(beyond) => E::invalid_value(Unexpected::Other(&beyond.to_string()), &self),
+            None => E::invalid_type(Unexpected::Float(value), &self),
+        })
+    }
+}
+
+/// Checks an integer field against `min..=max`, naming the value as sent when it is not.
 pub(crate) fn range(
     v: &mut Vec<FieldViolation>,
     field: &str,
-    value: Option<i64>,
+    value: Option<Int>,
     min: i64,
     max: i64,
 ) -> Option<u32> {
     let value = value?;
-    if (min..=max).contains(&value) {
-        Some(value as u32)
-    } else {
-        v.push(FieldViolation::new(
-            field,
-            format!("must be between {min} and {max}, got {value}"),
-        ));
-        None
+    match value.within(min, max) {
+        Some(n) => Some(n as u32),
+        None => {
+            v.push(FieldViolation::new(
+                field,
+                format!("must be between {min} and {max}, got {value}"),
+            ));
+            None
+        }
     }
 }
 
@@ -380,8 +519,8 @@ mod tests {
     fn every_bad_field_is_named() {
         let raw = RawSearch {
             query: Some("  ".into()),
-            top_k: Some(51),
-            max_tool_tokens: Some(0),
+            top_k: Some(Int::Exact(51)),
+            max_tool_tokens: Some(Int::Exact(0)),
             integrations: Some(vec!["Slack".into()]),
             categories: Some(vec![]),
             max_side_effect: Some("unknown".into()),
@@ -399,6 +538,48 @@ mod tests {
                 "maxSideEffect",
                 "mode"
             ]
+        );
+    }
+
+    #[test]
+    fn ranges_name_the_value_sent() {
+        let mut v = Vec::new();
+        assert_eq!(range(&mut v, "topK", Some(Int::Exact(50)), 1, 50), Some(50));
+        assert_eq!(range(&mut v, "topK", None, 1, 50), None);
+        assert!(v.is_empty());
+        for (value, shown) in [
+            (Int::Exact(u64::MAX.into()), "18446744073709551615"),
+            (Int::Exact(i64::MIN.into()), "-9223372036854775808"),
+            (Int::TooLarge, "an integer too large to represent"),
+            (
+                Int::TooNegative,
+                "a negative integer too large to represent",
+            ),
+        ] {
+            let mut v = Vec::new();
+            assert_eq!(range(&mut v, "topK", Some(value), 1, 50), None);
+            assert_eq!(v[0].issue, format!("must be between 1 and 50, got {shown}"));
+        }
+    }
+
+    #[test]
+    fn json_numbers_as_integers() {
+        let number = |text: &str| serde_json::from_str::<serde_json::Number>(text).unwrap();
+        assert_eq!(Int::from_json(&number("-3")), Some(Int::Exact(-3)));
+        assert_eq!(
+            Int::from_json(&number("18446744073709551615")),
+            Some(Int::Exact(u64::MAX.into()))
+        );
+        assert_eq!(
+            Int::from_json(&number("12345678901234567890123")),
+            Some(Int::TooLarge)
+        );
+        assert_eq!(Int::from_json(&number("-1e300")), Some(Int::TooNegative));
+        assert_eq!(Int::from_json(&number("2.5")), None);
+        assert_eq!(
+            Int::from_json(&number("1e3")),
+            None,
+            "fits 64 bits: a float"
         );
     }
 

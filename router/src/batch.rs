@@ -14,6 +14,7 @@ use agentsearch_fusion::tokens::count_tokens;
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
+use crate::api::Int;
 use crate::api::{
     MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K, SearchError, ToolResult, ToolkitConnectionStatus,
     Trace, Usage, range, retrieval_mode, slugs,
@@ -39,9 +40,9 @@ pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::RESERVED_INTEGRATI
 pub struct RawBatch {
     pub queries: Option<Vec<RawBatchQuery>>,
     #[serde(alias = "top_k")]
-    pub top_k: Option<i64>,
+    pub top_k: Option<Int>,
     #[serde(alias = "max_tool_tokens")]
-    pub max_tool_tokens: Option<i64>,
+    pub max_tool_tokens: Option<Int>,
     #[serde(alias = "budget_scope")]
     pub budget_scope: Option<String>,
     pub integrations: Option<Vec<String>>,
@@ -52,7 +53,7 @@ pub struct RawBatch {
     pub connected_only: Option<bool>,
     pub rerank: Option<bool>,
     #[serde(alias = "related_k")]
-    pub related_k: Option<i64>,
+    pub related_k: Option<Int>,
     pub model: Option<String>,
     pub mode: Option<String>,
     #[serde(default, alias = "custom_tools")]
@@ -516,7 +517,10 @@ fn validate_custom(
     if name.len() > MAX_CUSTOM_NAME_CHARS {
         v.push(FieldViolation::new(
             field("slug"),
-            format!("makes the name {name}, longer than {MAX_CUSTOM_NAME_CHARS} characters"),
+            format!(
+                "makes the name {}, longer than {MAX_CUSTOM_NAME_CHARS} characters",
+                agentsearch_common::ids::truncate(&name, crate::json::MAX_ECHOED_VALUE)
+            ),
         ));
     }
     if v.len() > before {

@@ -10,10 +10,10 @@ use agentsearch_common::ids::truncate;
 use agentsearch_common::principal;
 use agentsearch_common::shard::RetrievalMode;
 use agentsearch_common::{Error, FieldViolation};
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::api::Trace;
+use crate::api::{Int, Trace, range};
 
 pub const MAX_QUERY_CHARS: usize = 1024;
 pub const MAX_TOP_K: i64 = 50;
@@ -37,48 +37,93 @@ pub const MAX_ACL_ENTRIES: usize = 10_000;
 pub const MAX_SEGMENTS_PER_INPUT: usize = 10_000;
 pub const MAX_GROUPS: usize = 1000;
 
-/// Parses a JSON body into `T`; a problem is `REQUEST_INVALID` naming the field's path
-/// (`records[2].acl.users`), an unknown property included.
-pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
-    if body.is_empty() {
-        return Err(Error::invalid("body", "a JSON object is required"));
-    }
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(Error::invalid("body", "must be a JSON object"));
-    }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
-    let value = parsed.map_err(|err| {
-        let path = err.path().to_string();
-        let message = err.inner().to_string();
-        // Unknown properties are named by their path, or by their parent's: name the property.
-        let unknown = message
-            .strip_prefix("unknown field `")
-            .and_then(|rest| rest.split('`').next())
-            .map(str::to_string);
-        let field = match (unknown, path.as_str()) {
-            (Some(name), ".") => name,
-            (Some(name), p) if p == name || p.ends_with(&format!(".{name}")) => p.to_string(),
-            (Some(name), parent) => format!("{parent}.{name}"),
-            (None, ".") => "body".to_string(),
-            (None, p) => p.to_string(),
-        };
-        let message = message.split(" at line ").next().unwrap_or("").to_string();
-        Error::invalid(field, message)
-    })?;
-    de.end()
-        .map_err(|e| Error::invalid("body", format!("trailing characters: {e}")))?;
-    Ok(value)
-}
+pub use crate::json::from_json;
 
 // ---- Identities ----
 
 /// `identity`: one account for every source, or one per source.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug)]
 pub enum RawIdentity {
     One(String),
     Many(Vec<RawIdentityEntry>),
+}
+
+const IDENTITY_SHAPE: &str =
+    "must be a string (one principal) or an array of {principal, source} objects";
+const IDENTITY_ENTRY_SHAPE: &str = "must be a {principal, source} object";
+
+/// The visitor methods of the JSON forms a visitor refuses, each with the message `$shape`.
+macro_rules! refuse_forms {
+    ($shape:expr; $($method:ident($($arg:ty)?)),*) => {
+        $(fn $method<E: de::Error>(self $(, _: $arg)?) -> Result<Self::Value, E> {
+            Err(E::custom($shape))
+        })*
+    };
+}
+
+/// A string or an array of entries; anything else is refused saying what is expected, where an
+/// untagged enum would only say that no variant matched.
+impl<'de> Deserialize<'de> for RawIdentity {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(IdentityVisitor)
+    }
+}
+
+struct IdentityVisitor;
+
+impl<'de> Visitor<'de> for IdentityVisitor {
+    type Value = RawIdentity;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(IDENTITY_SHAPE)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawIdentity, E> {
+        Ok(RawIdentity::One(value.to_string()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawIdentity, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = seq.next_element_seed(EntrySeed)? {
+            entries.push(entry);
+        }
+        Ok(RawIdentity::Many(entries))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<RawIdentity, A::Error> {
+        Err(de::Error::custom(IDENTITY_SHAPE))
+    }
+
+    refuse_forms!(IDENTITY_SHAPE; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_unit());
+}
+
+/// One item of `identity`: an object, named `identity[i]` when it is not one.
+struct EntrySeed;
+
+impl<'de> DeserializeSeed<'de> for EntrySeed {
+    type Value = RawIdentityEntry;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntrySeed {
+    type Value = RawIdentityEntry;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(IDENTITY_ENTRY_SHAPE)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawIdentityEntry, A::Error> {
+        RawIdentityEntry::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<RawIdentityEntry, A::Error> {
+        Err(de::Error::custom(IDENTITY_ENTRY_SHAPE))
+    }
+
+    refuse_forms!(IDENTITY_ENTRY_SHAPE; visit_str(&str), visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_unit());
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -220,8 +265,8 @@ pub struct RawContextSearch {
     pub query: Option<String>,
     pub sources: Option<Vec<String>>,
     pub sync_ids: Option<Vec<String>>,
-    pub top_k: Option<i64>,
-    pub segments_per_record: Option<i64>,
+    pub top_k: Option<Int>,
+    pub segments_per_record: Option<Int>,
     pub rerank: Option<bool>,
     pub identity: Option<RawIdentity>,
     /// Deprecated alias of a single `identity`.
@@ -276,8 +321,8 @@ impl RawContextSearch {
                 out
             }
         };
-        let top_k = bounded(&mut v, "topK", self.top_k, 1, MAX_TOP_K).unwrap_or(DEFAULT_TOP_K);
-        let segments_per_record = bounded(
+        let top_k = range(&mut v, "topK", self.top_k, 1, MAX_TOP_K).unwrap_or(DEFAULT_TOP_K);
+        let segments_per_record = range(
             &mut v,
             "segmentsPerRecord",
             self.segments_per_record,
@@ -359,25 +404,6 @@ fn sources(v: &mut Vec<FieldViolation>, sources: Option<Vec<String>>) -> Vec<Str
         }
     }
     out
-}
-
-fn bounded(
-    v: &mut Vec<FieldViolation>,
-    field: &str,
-    value: Option<i64>,
-    min: i64,
-    max: i64,
-) -> Option<u32> {
-    let value = value?;
-    if (min..=max).contains(&value) {
-        Some(value as u32)
-    } else {
-        v.push(FieldViolation::new(
-            field,
-            format!("must be between {min} and {max}, got {value}"),
-        ));
-        None
-    }
 }
 
 /// A sync id: a UUID, returned in its lowercase hyphenated form.
@@ -472,8 +498,8 @@ pub struct UnusedIdentity {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawReadContext {
     pub pointer: Option<String>,
-    pub before: Option<i64>,
-    pub after: Option<i64>,
+    pub before: Option<Int>,
+    pub after: Option<Int>,
     pub identity: Option<RawIdentity>,
     pub email: Option<String>,
 }
@@ -504,8 +530,8 @@ impl RawReadContext {
                 String::new()
             }
         };
-        let before = bounded(&mut v, "before", self.before, 0, MAX_READ_AROUND).unwrap_or(1);
-        let after = bounded(&mut v, "after", self.after, 0, MAX_READ_AROUND).unwrap_or(1);
+        let before = range(&mut v, "before", self.before, 0, MAX_READ_AROUND).unwrap_or(1);
+        let after = range(&mut v, "after", self.after, 0, MAX_READ_AROUND).unwrap_or(1);
         let identity = identities(&mut v, self.identity, self.email);
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
@@ -670,6 +696,7 @@ pub struct SegmentInput {
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingSpec {
     pub model: String,
+    #[serde(deserialize_with = "crate::api::u32_field")]
     pub dimension: u32,
 }
 
@@ -1107,6 +1134,97 @@ mod tests {
         assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["email"]);
         let raw: RawContextSearch = from_json(br#"{"query": "x", "identity": []}"#).unwrap();
         assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["identity"]);
+    }
+
+    fn issues(err: Error) -> Vec<(String, String)> {
+        match err {
+            Error::InvalidArgument { violations, .. } => {
+                violations.into_iter().map(|v| (v.field, v.issue)).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn identities_of_the_wrong_shape_say_what_is_expected() {
+        let whole = "must be a string (one principal) or an array of {principal, source} objects";
+        for identity in ["5", "true", r#"{"a": 1}"#, "1.5"] {
+            let body = format!(r#"{{"query": "x", "identity": {identity}}}"#);
+            let err = from_json::<RawContextSearch>(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                issues(err),
+                [("identity".to_string(), whole.to_string())],
+                "{identity}"
+            );
+        }
+        let item = "must be a {principal, source} object";
+        for (identity, field) in [
+            ("[5]", "identity[0]"),
+            (r#"[{"principal": "a@x.com"}, "b@x.com"]"#, "identity[1]"),
+            (r#"[[{"principal": "a@x.com"}]]"#, "identity[0]"),
+        ] {
+            let body = format!(r#"{{"pointer": "p", "identity": {identity}}}"#);
+            let err = from_json::<RawReadContext>(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                issues(err),
+                [(field.to_string(), item.to_string())],
+                "{identity}"
+            );
+        }
+        let err =
+            from_json::<RawContextSearch>(br#"{"query": "x", "identity": [{"principal": 5}]}"#)
+                .unwrap_err();
+        assert_eq!(fields(err), ["identity[0].principal"]);
+        let raw: RawContextSearch = from_json(br#"{"query": "x", "identity": "a@x.com"}"#).unwrap();
+        assert!(matches!(raw.identity, Some(RawIdentity::One(p)) if p == "a@x.com"));
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_are_out_of_range() {
+        for (top_k, shown) in [
+            (
+                "12345678901234567890123",
+                "an integer too large to represent",
+            ),
+            ("18446744073709551615", "18446744073709551615"),
+            (
+                "-99999999999999999999999",
+                "a negative integer too large to represent",
+            ),
+        ] {
+            let body = format!(r#"{{"query": "x", "topK": {top_k}}}"#);
+            let raw: RawContextSearch = from_json(body.as_bytes()).unwrap();
+            assert_eq!(
+                issues(raw.validate("p".into()).unwrap_err()),
+                [(
+                    "topK".to_string(),
+                    format!("must be between 1 and 50, got {shown}")
+                )]
+            );
+        }
+        // Other mistakes keep their messages.
+        let err = from_json::<RawContextSearch>(br#"{"query": "x", "topK": 2.5}"#).unwrap_err();
+        assert_eq!(
+            issues(err)[0].1,
+            "invalid type: floating point `2.5`, expected i64"
+        );
+        let err = from_json::<RawContextSearch>(br#"{"query": "x", "topK": "3"}"#).unwrap_err();
+        assert_eq!(issues(err)[0].1, "invalid type: string \"3\", expected i64");
+        let body = br#"{"embedding": {"model": "m", "dimension": 12345678901234567890123}}"#;
+        let err = from_json::<RawUpsertRecords>(body).unwrap_err();
+        assert_eq!(
+            issues(err),
+            [(
+                "embedding.dimension".to_string(),
+                "invalid value: an integer too large to represent, expected u32".to_string()
+            )]
+        );
+        let body = br#"{"embedding": {"model": "m", "dimension": -1}}"#;
+        let err = from_json::<RawUpsertRecords>(body).unwrap_err();
+        assert_eq!(
+            issues(err)[0].1,
+            "invalid value: integer `-1`, expected u32"
+        );
     }
 
     #[test]

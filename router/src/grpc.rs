@@ -19,6 +19,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::Router;
+use crate::api::Int;
 use crate::api::{
     ConnectedAccount, NearMiss, RawSearch, ToolResult, ToolSearchResponse, ToolkitConnectionStatus,
     Usage,
@@ -147,8 +148,8 @@ impl ToolSearch for PublicGrpc {
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let raw = RawSearch {
             query: Some(r.query),
-            top_k: r.top_k.map(i64::from),
-            max_tool_tokens: r.max_tool_tokens.map(i64::from),
+            top_k: r.top_k.map(Int::from),
+            max_tool_tokens: r.max_tool_tokens.map(Int::from),
             integrations: (!r.integrations.is_empty()).then_some(r.integrations),
             categories: (!r.categories.is_empty()).then_some(r.categories),
             max_side_effect: r.max_side_effect,
@@ -222,15 +223,15 @@ impl ToolSearch for PublicGrpc {
                     })
                     .collect(),
             ),
-            top_k: r.top_k.map(i64::from),
-            max_tool_tokens: r.max_tool_tokens.map(i64::from),
+            top_k: r.top_k.map(Int::from),
+            max_tool_tokens: r.max_tool_tokens.map(Int::from),
             budget_scope: r.budget_scope,
             integrations: (!r.integrations.is_empty()).then_some(r.integrations),
             categories: (!r.categories.is_empty()).then_some(r.categories),
             max_side_effect: r.max_side_effect,
             connected_only: Some(r.connected_only),
             rerank: r.rerank,
-            related_k: r.related_k.map(i64::from),
+            related_k: r.related_k.map(Int::from),
             model: r.model,
             mode: None,
             custom_tools,

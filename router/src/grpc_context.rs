@@ -14,6 +14,7 @@ use futures::Stream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::api::Int;
 use crate::context_api::{
     ContextSearchResponse, EmbeddingSpec, RawContextSearch, RawCreateSync, RawGroup, RawIdentity,
     RawIdentityEntry, RawPutGroups, RawReadContext, RawRecord, RawUpsertRecords, SegmentInput,
@@ -172,8 +173,8 @@ impl ContextSearch for PublicGrpc {
             query: Some(r.query),
             sources: (!r.sources.is_empty()).then_some(r.sources),
             sync_ids: (!r.sync_ids.is_empty()).then_some(r.sync_ids),
-            top_k: r.top_k.map(i64::from),
-            segments_per_record: r.segments_per_record.map(i64::from),
+            top_k: r.top_k.map(Int::from),
+            segments_per_record: r.segments_per_record.map(Int::from),
             rerank: r.rerank,
             identity: identity(r.identity, r.identities).map_err(fail)?,
             email: None,
@@ -201,8 +202,8 @@ impl ContextSearch for PublicGrpc {
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let raw = RawReadContext {
             pointer: Some(r.pointer),
-            before: r.before.map(i64::from),
-            after: r.after.map(i64::from),
+            before: r.before.map(Int::from),
+            after: r.after.map(Int::from),
             identity: identity(r.identity, r.identities).map_err(fail)?,
             email: None,
         };

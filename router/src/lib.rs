@@ -1,4 +1,5 @@
-//! The agentsearch router: the public gRPC ([`grpc`]) and REST ([`rest`]) APIs, request
+//! The agentsearch router: the public gRPC ([`grpc`]) and REST ([`rest`], guarded by
+//! [`rest_guard`]) APIs, request
 //! validation ([`api`]), placement of integrations on shards ([`placement`]), fan-out to shards
 //! in process or over gRPC ([`shards`]), fusion and budgets ([`search`]), catalog writes
 //! ([`catalog`]), and context search over synced content ([`context`], [`context_api`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
@@ -15,11 +16,14 @@ pub mod context_api;
 mod context_write;
 pub mod grpc;
 pub mod grpc_context;
+pub mod json;
 pub mod locks;
 pub mod lookup;
 pub mod placement;
 pub mod rest;
+pub mod rest_body;
 pub mod rest_context;
+pub mod rest_guard;
 pub mod search;
 pub mod server;
 pub mod shards;
@@ -36,7 +40,8 @@ use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
 
 use locks::KeyedLocks;
-pub use server::{serve, serve_on};
+pub use rest_guard::RestAccess;
+pub use server::{serve, serve_on, serve_on_with};
 pub use shards::{GrpcShard, ShardClient, ShardSet};
 
 /// How long a router trusts its cached copy of a project's placements.

@@ -1,20 +1,23 @@
 //! The REST/JSON routes of context search: syncs, records, groups, search and read-around.
-//! Bodies are parsed with [`from_json`], which names the field of any problem.
+//! Bodies are read once the caller is authenticated (and, for writes, known to be a service),
+//! within the route's limit, and parsed with [`from_json`], which names the field of any problem.
 
 use agentsearch_common::Error;
 use axum::Router as AxumRouter;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post, put};
+use serde::de::DeserializeOwned;
 
 use crate::context_api::{
     RawContextSearch, RawCreateSync, RawDeleteRecords, RawPutGroups, RawReadContext,
     RawUpsertRecords, bind_identity, from_json, parse_sync_id,
 };
-use crate::rest::{ApiError, Call, RestState, SearchParams, body_bytes, diagnostics_flag};
+use crate::rest::{ApiError, Call, RestState, SearchParams, diagnostics_flag};
+use crate::rest_body::{INGEST_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_off_runtime};
 
 pub fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
@@ -45,16 +48,31 @@ pub fn routes() -> AxumRouter<RestState> {
         )
 }
 
-/// The authenticated call, its validated project id and its parsed JSON body.
-fn begin<T: serde::de::DeserializeOwned>(
+/// Who may call a route: anyone the project authenticates, or only a service.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Callers {
+    Any,
+    Service,
+}
+
+/// The authenticated call, its validated project id and its JSON body, read (up to `limit`
+/// bytes) and parsed only once the caller may call the route.
+async fn begin<T: DeserializeOwned + Send + 'static>(
     state: &RestState,
     headers: &HeaderMap,
     project_id: &str,
-    body: Result<Bytes, BytesRejection>,
+    callers: Callers,
+    body: Body,
+    limit: usize,
 ) -> Result<(Call, String, T), ApiError> {
     let (call, project_id) = Call::begin(state, headers, project_id)?;
-    let body = body_bytes(body).map_err(|e| call.fail(e))?;
-    let parsed = from_json(&body).map_err(|e| call.fail(e))?;
+    if callers == Callers::Service {
+        call.ctx.require_service().map_err(|e| call.fail(e))?;
+    }
+    let body = call.body(headers, body, limit).await?;
+    let parsed = parse_off_runtime(body, |body| from_json(body))
+        .await
+        .map_err(|e| call.fail(e))?;
     Ok((call, project_id, parsed))
 }
 
@@ -67,10 +85,17 @@ async fn search(
     Path(project_id): Path<String>,
     params: Result<Query<SearchParams>, QueryRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, mut raw): (_, _, RawContextSearch) =
-        begin(&state, &headers, &project_id, body)?;
+    let (call, project_id, mut raw): (_, _, RawContextSearch) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Any,
+        body,
+        SEARCH_BODY_LIMIT,
+    )
+    .await?;
     let Query(params) =
         params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
     raw.diagnostics = diagnostics_flag(&params).map_err(|e| call.fail(e))?;
@@ -88,10 +113,17 @@ async fn read_segment_context(
     State(state): State<RestState>,
     Path(project_id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, raw): (_, _, RawReadContext) =
-        begin(&state, &headers, &project_id, body)?;
+    let (call, project_id, raw): (_, _, RawReadContext) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Any,
+        body,
+        SEARCH_BODY_LIMIT,
+    )
+    .await?;
     let mut request = raw.validate(project_id).map_err(|e| call.fail(e))?;
     bind_identity(&mut request.identity, call.ctx.user.as_deref()).map_err(|e| call.fail(e))?;
     let response = state
@@ -106,11 +138,17 @@ async fn create_sync(
     State(state): State<RestState>,
     Path(project_id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, raw): (_, _, RawCreateSync) =
-        begin(&state, &headers, &project_id, body)?;
-    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let (call, project_id, raw): (_, _, RawCreateSync) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Service,
+        body,
+        SEARCH_BODY_LIMIT,
+    )
+    .await?;
     let request = raw.validate(project_id).map_err(|e| call.fail(e))?;
     let sync = state
         .router
@@ -155,11 +193,17 @@ async fn upsert_records(
     State(state): State<RestState>,
     Path((project_id, sync_id_raw)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, raw): (_, _, RawUpsertRecords) =
-        begin(&state, &headers, &project_id, body)?;
-    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let (call, project_id, raw): (_, _, RawUpsertRecords) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Service,
+        body,
+        INGEST_BODY_LIMIT,
+    )
+    .await?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let outcome = state
         .router
@@ -178,11 +222,17 @@ async fn delete_records(
     State(state): State<RestState>,
     Path((project_id, sync_id_raw)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, raw): (_, _, RawDeleteRecords) =
-        begin(&state, &headers, &project_id, body)?;
-    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let (call, project_id, raw): (_, _, RawDeleteRecords) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Service,
+        body,
+        INGEST_BODY_LIMIT,
+    )
+    .await?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let outcome = state
         .router
@@ -200,10 +250,17 @@ async fn put_groups(
     State(state): State<RestState>,
     Path((project_id, sync_id_raw)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id, raw): (_, _, RawPutGroups) = begin(&state, &headers, &project_id, body)?;
-    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let (call, project_id, raw): (_, _, RawPutGroups) = begin(
+        &state,
+        &headers,
+        &project_id,
+        Callers::Service,
+        body,
+        INGEST_BODY_LIMIT,
+    )
+    .await?;
     let sync_id = sync_id(&call, &sync_id_raw)?;
     let groups = state
         .router

@@ -18,15 +18,17 @@ use crate::Router;
 use crate::auth::Auth;
 use crate::grpc::PublicGrpc;
 use crate::rest::{RestState, app};
+use crate::rest_guard::RestAccess;
 
 /// Largest gRPC message (a catalog batch).
 const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Binds `http` and `grpc` and serves until `shutdown` resolves. Refuses non-loopback binds
-/// without authentication.
+/// without authentication. `access` lists the web origins and host names the REST API serves.
 pub async fn serve(
     router: Arc<Router>,
     auth: Auth,
+    access: RestAccess,
     http: SocketAddr,
     grpc: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -39,13 +41,26 @@ pub async fn serve(
     let grpc_listener = TcpListener::bind(grpc)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {grpc}: {e}")))?;
-    serve_on(router, auth, http_listener, grpc_listener, shutdown).await
+    serve_on_with(router, auth, access, http_listener, grpc_listener, shutdown).await
 }
 
-/// Like [`serve`], on listeners the caller bound (tests bind port 0).
+/// Like [`serve`], on listeners the caller bound (tests bind port 0), with the default
+/// [`RestAccess`]: no web origin, and only loopback names for anonymous requests.
 pub async fn serve_on(
     router: Arc<Router>,
     auth: Auth,
+    http: TcpListener,
+    grpc: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    serve_on_with(router, auth, RestAccess::default(), http, grpc, shutdown).await
+}
+
+/// [`serve_on`] with the REST API's allowed web origins and host names.
+pub async fn serve_on_with(
+    router: Arc<Router>,
+    auth: Auth,
+    access: RestAccess,
     http: TcpListener,
     grpc: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -116,7 +131,11 @@ pub async fn serve_on(
             shutdown.clone(),
         );
 
-    let rest = app(RestState { router, auth });
+    let rest = app(RestState {
+        router,
+        auth,
+        access,
+    });
     let http_server = axum::serve(http, rest).with_graceful_shutdown(shutdown);
     tracing::info!(%http_addr, %grpc_addr, "router listening");
     let (grpc_result, http_result) = tokio::join!(grpc_server, http_server.into_future());

@@ -12,5 +12,7 @@ mod eval;
 mod omissions;
 mod principals;
 mod rest;
+mod rest_guard;
+mod rest_messages;
 mod tenancy;
 mod tools;

@@ -175,6 +175,7 @@ async fn bearer_token_is_enforced() {
         SEARCH,
         &[
             ("authorization", "Bearer wrong-token-0123456789"),
+            ("content-type", "application/json"),
             ("x-request-id", "req_snapshot"),
         ],
         r#"{"query": "x"}"#,
@@ -188,7 +189,10 @@ async fn bearer_token_is_enforced() {
         rest.http.addr,
         "POST",
         SEARCH,
-        &[("authorization", "Bearer test-token-0123456789")],
+        &[
+            ("authorization", "Bearer test-token-0123456789"),
+            ("content-type", "application/json"),
+        ],
         r#"{"query": "close a ticket"}"#,
     )
     .await;
@@ -264,7 +268,10 @@ async fn catalog_over_rest() {
         rest.http.addr,
         "PUT",
         tools,
-        &[("x-request-id", "req_snapshot")],
+        &[
+            ("content-type", "application/json"),
+            ("x-request-id", "req_snapshot"),
+        ],
         body,
     )
     .await;
@@ -276,7 +283,14 @@ async fn catalog_over_rest() {
     );
 
     let body = body.replace("sometimes", "read");
-    let (status, _, response) = http(rest.http.addr, "PUT", tools, &[], &body).await;
+    let (status, _, response) = http(
+        rest.http.addr,
+        "PUT",
+        tools,
+        &[("content-type", "application/json")],
+        &body,
+    )
+    .await;
     assert_eq!(status, 200, "{response}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&response).unwrap(),
@@ -297,7 +311,7 @@ async fn catalog_over_rest() {
         rest.http.addr,
         "POST",
         &format!("{tools}:delete"),
-        &[],
+        &[("content-type", "application/json")],
         r#"{"names": ["WIDGETS_COUNT", "NOPE"]}"#,
     )
     .await;

@@ -7,6 +7,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod http;
+
+pub use http::{HttpConfig, normalize_host, normalize_origin, split_port};
+
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -25,8 +29,9 @@ const TOP_LEVEL_KEYS: &[&str] = &["data_dir", "http", "grpc"];
 pub struct Config {
     /// Where indexes and the embedded metadata store live.
     pub data_dir: PathBuf,
-    /// REST listen address of the router.
-    pub http: SocketAddr,
+    /// The REST API: listen address, allowed web origins and host names (`[http]`, or
+    /// `http = "ADDR"` for the address alone).
+    pub http: HttpConfig,
     /// gRPC listen address (router's public API, or a shard's internal API).
     pub grpc: SocketAddr,
     pub shards: ShardsConfig,
@@ -44,7 +49,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             data_dir: PathBuf::from("./data"),
-            http: "127.0.0.1:8080".parse().expect("valid default"),
+            http: HttpConfig::default(),
             grpc: "127.0.0.1:50051".parse().expect("valid default"),
             shards: ShardsConfig::default(),
             postgres: PostgresConfig::default(),
@@ -480,13 +485,25 @@ impl Config {
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
         }
+        if let Ok(listen) = figment.extract_inner::<String>("http") {
+            // `http = "ADDR"`, as a table, so that `AGENTSEARCH_HTTP__*` variables merge with it.
+            figment = figment.merge(Serialized::default("http.listen", listen));
+        }
         figment.merge(
             Env::prefixed(ENV_PREFIX)
                 .filter(|key| {
                     let key = key.as_str();
                     key.contains("__") || TOP_LEVEL_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
                 })
-                .split("__"),
+                .split("__")
+                // `AGENTSEARCH_HTTP=ADDR` sets the listen address and keeps the rest of `[http]`.
+                .map(|key| {
+                    if key.as_str().eq_ignore_ascii_case("http") {
+                        "http.listen".into()
+                    } else {
+                        key.into()
+                    }
+                }),
         )
     }
 
@@ -630,6 +647,7 @@ impl Config {
             errors.push(format!("context.b: must be between 0 and 1, got {}", c.b));
         }
         self.hydration.validate(&mut errors);
+        self.http.validate(&mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -826,5 +844,70 @@ mod auth_projects {
         .unwrap();
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("hs256_secrt"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod http_section {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail closure returns its error type
+    fn the_listen_address_alone_and_the_table_both_load() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("short.toml", "http = \"127.0.0.1:9000\"\n")?;
+            let config = Config::load(Some(Path::new("short.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(config.http.listen, "127.0.0.1:9000".parse().unwrap());
+            assert!(config.http.allowed_hosts.is_empty());
+
+            // Variables merge with the short form instead of replacing it.
+            jail.set_env("AGENTSEARCH_HTTP__ALLOWED_HOSTS", "[search.example.com]");
+            let config = Config::load(Some(Path::new("short.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(config.http.listen, "127.0.0.1:9000".parse().unwrap());
+            assert_eq!(config.http.allowed_hosts, ["search.example.com"]);
+
+            jail.create_file(
+                "table.toml",
+                "[http]\nlisten = \"127.0.0.1:9001\"\nallowed_origins = [\"https://app.example.com\"]\n",
+            )?;
+            jail.set_env("AGENTSEARCH_HTTP", "127.0.0.1:9002");
+            let config = Config::load(Some(Path::new("table.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(config.http.listen, "127.0.0.1:9002".parse().unwrap());
+            assert_eq!(config.http.allowed_origins, ["https://app.example.com"]);
+            assert_eq!(config.http.allowed_hosts, ["search.example.com"]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn invalid_http_keys_name_the_key_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentsearch.toml");
+        std::fs::write(
+            &path,
+            "[http]\nallowed_origins = [\"https://ok.example.com\", \"null\", \"https://app.example.com/\"]\n\
+             allowed_hosts = [\"*.example.com\"]\n",
+        )
+        .unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        for expected in [
+            "http.allowed_origins[1]: `null`",
+            "http.allowed_origins[2]: must be scheme://host[:port] without a path",
+            "http.allowed_hosts[0]: must be a host name",
+        ] {
+            assert!(err.contains(expected), "`{expected}` not in {err}");
+        }
+        assert!(!err.contains("allowed_origins[0]"), "{err}");
+
+        std::fs::write(&path, "[http]\nallowed_hostz = []\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(
+            err.contains("http") && err.contains("allowed_hostz"),
+            "{err}"
+        );
+
+        std::fs::write(&path, "http = \"localhost\"\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("http"), "{err}");
     }
 }

@@ -59,15 +59,21 @@ error_codes! {
     Unauthenticated => ("UNAUTHENTICATED", 16, 401, false, "Send a valid bearer token in the Authorization header."),
     ProjectMismatch => ("PROJECT_MISMATCH", 7, 403, false, "Use a token issued for the project in the path."),
     PermissionDenied => ("PERMISSION_DENIED", 7, 403, false, "The caller may not perform this operation."),
+    OriginNotAllowed => ("ORIGIN_NOT_ALLOWED", 7, 403, false, "Call the API from a server, or add the web origin to http.allowed_origins."),
+    HostNotAllowed => ("HOST_NOT_ALLOWED", 7, 403, false, "Send a bearer token, use a loopback name such as localhost, or add the host name to http.allowed_hosts."),
     NotFound => ("NOT_FOUND", 5, 404, false, "Check the identifier and retry."),
     MethodNotAllowed => ("METHOD_NOT_ALLOWED", 12, 405, false, "Use the method this route documents."),
     NotSupported => ("NOT_SUPPORTED", 12, 501, false, "This option is not available in this version; remove it from the request."),
     PayloadTooLarge => ("PAYLOAD_TOO_LARGE", 8, 413, false, "Send a smaller request, for example in smaller batches."),
+    UnsupportedMediaType => ("UNSUPPORTED_MEDIA_TYPE", 3, 415, false, "Send `Content-Type: application/json`."),
     RateLimited => ("RATE_LIMITED", 8, 429, true, "Wait for retryAfterMs and retry."),
     Unavailable => ("UNAVAILABLE", 14, 503, true, "A backend is unavailable; retry shortly."),
     Timeout => ("TIMEOUT", 4, 504, true, "The request ran past its deadline; retry, possibly with a narrower scope."),
     Internal => ("INTERNAL", 13, 500, true, "Retry; if it persists, report the requestId."),
 }
+
+/// The `details` field of an [`Error::UnsupportedMediaType`]: the header to correct.
+pub const CONTENT_TYPE_FIELD: &str = "content-type";
 
 /// One invalid field of a request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +108,12 @@ pub enum Error {
     ProjectMismatch(String),
     #[error("{0}")]
     PermissionDenied(String),
+    /// A browser request from a web origin the deployment does not allow.
+    #[error("{0}")]
+    OriginNotAllowed(String),
+    /// A request without credentials under a host name that is not a loopback or allowed name.
+    #[error("{0}")]
+    HostNotAllowed(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -114,6 +126,9 @@ pub enum Error {
     },
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A body that is not declared as JSON; reported on the `content-type` header.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("rate limited")]
     RateLimited { retry_after: Duration },
     /// A dependency (shard, database, model) is unreachable or failing.
@@ -154,10 +169,13 @@ impl Error {
             Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
             Error::ProjectMismatch(_) => ErrorCode::ProjectMismatch,
             Error::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            Error::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
+            Error::HostNotAllowed(_) => ErrorCode::HostNotAllowed,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
             Error::NotSupported { .. } => ErrorCode::NotSupported,
             Error::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            Error::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::Timeout(_) => ErrorCode::Timeout,
@@ -179,6 +197,9 @@ impl Error {
                 field: Some(field),
                 message,
             } => vec![FieldViolation::new(field.clone(), message.clone())],
+            Error::UnsupportedMediaType(message) => {
+                vec![FieldViolation::new(CONTENT_TYPE_FIELD, message.clone())]
+            }
             _ => Vec::new(),
         };
         let retry_after_ms = match self {
@@ -211,6 +232,8 @@ impl Error {
             ErrorCode::Unauthenticated => Error::Unauthenticated(message),
             ErrorCode::ProjectMismatch => Error::ProjectMismatch(message),
             ErrorCode::PermissionDenied => Error::PermissionDenied(message),
+            ErrorCode::OriginNotAllowed => Error::OriginNotAllowed(message),
+            ErrorCode::HostNotAllowed => Error::HostNotAllowed(message),
             ErrorCode::NotFound => Error::NotFound(message),
             ErrorCode::MethodNotAllowed => Error::MethodNotAllowed(message),
             ErrorCode::NotSupported => Error::NotSupported {
@@ -218,6 +241,7 @@ impl Error {
                 field: body.details.first().map(|d| d.field.clone()),
             },
             ErrorCode::PayloadTooLarge => Error::PayloadTooLarge(message),
+            ErrorCode::UnsupportedMediaType => Error::UnsupportedMediaType(message),
             ErrorCode::RateLimited => Error::RateLimited {
                 retry_after: Duration::from_millis(body.retry_after_ms.unwrap_or(1000)),
             },
@@ -274,6 +298,29 @@ mod tests {
         let env = err.to_envelope("req_2");
         let back = Error::from_envelope(&env);
         assert_eq!(back.to_envelope("req_2"), env);
+    }
+
+    #[test]
+    fn request_guard_codes() {
+        let env = Error::UnsupportedMediaType("the body must be JSON".into()).to_envelope("r");
+        assert_eq!(env.error.code, "UNSUPPORTED_MEDIA_TYPE");
+        assert_eq!(env.error.details[0].field, "content-type");
+        assert!(!env.error.retryable);
+        assert_eq!(Error::from_envelope(&env).to_envelope("r"), env);
+        for (err, code) in [
+            (
+                Error::OriginNotAllowed("o".into()),
+                ErrorCode::OriginNotAllowed,
+            ),
+            (Error::HostNotAllowed("h".into()), ErrorCode::HostNotAllowed),
+        ] {
+            assert_eq!(err.code(), code);
+            assert_eq!((code.http_status(), code.grpc_code()), (403, 7));
+            let env = err.to_envelope("r");
+            assert_eq!(Error::from_envelope(&env).to_envelope("r"), env);
+        }
+        let code = ErrorCode::UnsupportedMediaType;
+        assert_eq!((code.http_status(), code.grpc_code()), (415, 3));
     }
 
     #[test]

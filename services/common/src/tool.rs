@@ -248,7 +248,8 @@ fn check_slug(slug: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "must be a lowercase slug of 1 to {MAX_SLUG_CHARS} characters [a-z0-9_-], got `{slug}`"
+            "must be a lowercase slug of 1 to {MAX_SLUG_CHARS} characters [a-z0-9_-], got `{}`",
+            crate::ids::truncate(slug, 128)
         ))
     }
 }
