@@ -13,7 +13,7 @@
 #                            (default /var/cache/agentsearch/peer-cache; empty = no cache)
 #   AGENTSEARCH_EMBED__MODEL_DIR   all-MiniLM-L6-v2 (default models/all-MiniLM-L6-v2), fetched
 #                            by scripts/fetch-model.sh when missing
-#   AGENTSEARCH_EMBED__QUERY_CACHE_SIZE  agentsearch's query-embedding cache; 0 here by default so
+#   AGENTSEARCH_EMBED__QUERY_CACHE_MIB  agentsearch's query-embedding cache; 0 here by default so
 #                            that every timed search of both systems embeds its query
 set -euo pipefail
 
@@ -90,7 +90,7 @@ bin="${AGENTSEARCH_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/agentsearch}"
 export OMP_NUM_THREADS=1
 # Every timed search embeds its query, in both systems: agentsearch's query-embedding cache would
 # otherwise serve the hybrid pass from the dense pass's embeddings.
-export AGENTSEARCH_EMBED__QUERY_CACHE_SIZE="${AGENTSEARCH_EMBED__QUERY_CACHE_SIZE:-0}"
+export AGENTSEARCH_EMBED__QUERY_CACHE_MIB="${AGENTSEARCH_EMBED__QUERY_CACHE_MIB:-0}"
 
 limit=()
 [ -z "$max_queries" ] || limit=(--max-queries "$max_queries")

@@ -28,11 +28,18 @@ pub const MAX_QUERIES: usize = 10;
 pub const MAX_KNOWN_FIELDS_CHARS: usize = 500;
 pub const MAX_CUSTOM_TOOLS: usize = 200;
 pub const MAX_CUSTOM_NAME_CHARS: usize = 60;
+/// Longest custom tool or toolkit description: what is embedded and shown to the LLM.
+pub const MAX_CUSTOM_DESCRIPTION_CHARS: usize = 2048;
+/// Longest display name of a custom tool or toolkit.
+pub const MAX_CUSTOM_DISPLAY_NAME_CHARS: usize = 256;
+/// Largest `inputSchema` or `outputSchema` of a custom tool, as compact JSON.
+pub const MAX_CUSTOM_SCHEMA_BYTES: usize = 32 * 1024;
 pub const DEFAULT_BATCH_TOP_K: u32 = 5;
 pub const DEFAULT_RELATED_K: u32 = 5;
 pub const MAX_RELATED_K: i64 = 20;
-/// The integration of standalone custom tools (reserved: no catalog tool may use it).
-pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::RESERVED_INTEGRATION;
+/// The integration of standalone custom tools: outside the catalog slug alphabet, so no catalog
+/// integration can share it.
+pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::INLINE_INTEGRATION;
 
 /// A batch request as received (REST camelCase JSON; gRPC builds the same).
 #[derive(Debug, Default, Deserialize)]
@@ -273,16 +280,9 @@ impl RawBatch {
                     "is required: letters, digits, `_` and `-`",
                 ));
             }
-            if kit.name.as_deref().is_none_or(|n| n.trim().is_empty()) {
-                v.push(FieldViolation::new(format!("{path}.name"), "is required"));
-            }
+            display_name(&mut v, &format!("{path}.name"), kit.name.as_deref());
             let description = kit.description.unwrap_or_default();
-            if description.trim().is_empty() {
-                v.push(FieldViolation::new(
-                    format!("{path}.description"),
-                    "is required",
-                ));
-            }
+            custom_description(&mut v, &format!("{path}.description"), &description);
             if kit.tools.is_empty() {
                 v.push(FieldViolation::new(
                     format!("{path}.tools"),
@@ -290,6 +290,15 @@ impl RawBatch {
                 ));
             }
             let integration = slug.to_lowercase().replace('-', "_");
+            if integration == LOCAL_INTEGRATION {
+                v.push(FieldViolation::new(
+                    format!("{path}.slug"),
+                    format!(
+                        "`{LOCAL_INTEGRATION}` is the toolkit of standalone custom tools: pick \
+                         another slug"
+                    ),
+                ));
+            }
             let kit_entry = CustomToolkit {
                 path: path.clone(),
                 description,
@@ -420,6 +429,48 @@ pub fn parse_known_fields(text: &str) -> std::result::Result<Vec<(String, String
     Ok(fields)
 }
 
+/// A required display name of at most [`MAX_CUSTOM_DISPLAY_NAME_CHARS`] characters.
+fn display_name(v: &mut Vec<FieldViolation>, field: &str, name: Option<&str>) {
+    match name {
+        Some(n) if !n.trim().is_empty() => {
+            if n.chars().count() > MAX_CUSTOM_DISPLAY_NAME_CHARS {
+                v.push(FieldViolation::new(
+                    field,
+                    format!("must be at most {MAX_CUSTOM_DISPLAY_NAME_CHARS} characters"),
+                ));
+            }
+        }
+        _ => v.push(FieldViolation::new(field, "is required")),
+    }
+}
+
+/// A required description of at most [`MAX_CUSTOM_DESCRIPTION_CHARS`] characters.
+fn custom_description(v: &mut Vec<FieldViolation>, field: &str, description: &str) {
+    if description.trim().is_empty() {
+        v.push(FieldViolation::new(field, "is required"));
+    } else {
+        let chars = description.chars().count();
+        if chars > MAX_CUSTOM_DESCRIPTION_CHARS {
+            v.push(FieldViolation::new(
+                field,
+                format!("must be at most {MAX_CUSTOM_DESCRIPTION_CHARS} characters, got {chars}"),
+            ));
+        }
+    }
+}
+
+fn schema_size(v: &mut Vec<FieldViolation>, field: &str, bytes: usize) {
+    if bytes > MAX_CUSTOM_SCHEMA_BYTES {
+        v.push(FieldViolation::new(
+            field,
+            format!(
+                "must be at most {} KiB as compact JSON, got {bytes} bytes",
+                MAX_CUSTOM_SCHEMA_BYTES / 1024
+            ),
+        ));
+    }
+}
+
 fn is_custom_slug(slug: &str) -> bool {
     !slug.is_empty()
         && slug.len() <= MAX_SLUG_CHARS
@@ -448,19 +499,17 @@ fn validate_custom(
             "is required: letters, digits, `_` and `-`",
         ));
     }
-    if t.name.as_deref().is_none_or(|n| n.trim().is_empty()) {
-        v.push(FieldViolation::new(field("name"), "is required"));
-    }
+    display_name(v, &field("name"), t.name.as_deref());
     let description = t.description.unwrap_or_default();
-    if description.trim().is_empty() {
-        v.push(FieldViolation::new(field("description"), "is required"));
-    }
+    custom_description(v, &field("description"), &description);
     let parameters = match &t.input_schema {
         Some(schema @ serde_json::Value::Object(map))
             if map.get("type").and_then(|t| t.as_str()) == Some("object")
                 && map.get("properties").is_some_and(|p| p.is_object()) =>
         {
-            schema.to_string()
+            let text = schema.to_string();
+            schema_size(v, &field("inputSchema"), text.len());
+            text
         }
         _ => {
             v.push(FieldViolation::new(
@@ -470,11 +519,13 @@ fn validate_custom(
             String::new()
         }
     };
-    if t.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
-        v.push(FieldViolation::new(
+    match &t.output_schema {
+        Some(schema) if !schema.is_object() => v.push(FieldViolation::new(
             field("outputSchema"),
             "must be a JSON Schema object",
-        ));
+        )),
+        Some(schema) => schema_size(v, &field("outputSchema"), schema.to_string().len()),
+        None => {}
     }
     let side_effect = match t.side_effect.as_deref() {
         None => SideEffect::Unknown,
@@ -624,7 +675,7 @@ impl Router {
             }
         }
         for (slug, kit) in &req.toolkits {
-            if catalog.contains(slug.as_str()) || slug == LOCAL_INTEGRATION {
+            if catalog.contains(slug.as_str()) {
                 v.push(FieldViolation::new(
                     format!("{}.slug", kit.path),
                     format!("`{slug}` is a catalog integration: pick another slug"),
@@ -813,9 +864,12 @@ impl Router {
         }
         let texts: Vec<String> = custom.iter().map(|t| t.record.embedding_text()).collect();
         let embedder = self.embedder.clone();
-        let vectors = tokio::task::spawn_blocking(move || {
+        let batch_size = self.settings.embed_batch_size;
+        // Bounded forward passes; tools sent before (an agent resends its custom tools with every
+        // request) come from the embedding cache.
+        let (vectors, _cached) = tokio::task::spawn_blocking(move || {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            embedder.embed_many(&refs)
+            embedder.embed_many(&refs, batch_size)
         })
         .await
         .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
@@ -928,6 +982,120 @@ mod tests {
         }
     }
 
+    fn violations(raw: RawBatch) -> Vec<(String, String)> {
+        match raw.validate("p".into()) {
+            Err(Error::InvalidArgument { violations, .. }) => {
+                violations.into_iter().map(|v| (v.field, v.issue)).collect()
+            }
+            other => panic!("expected a violation, got {other:?}"),
+        }
+    }
+
+    fn one_query() -> Option<Vec<RawBatchQuery>> {
+        Some(vec![RawBatchQuery {
+            use_case: Some("find an order".into()),
+            known_fields: None,
+        }])
+    }
+
+    #[test]
+    fn custom_tools_over_the_size_caps_are_refused_by_field() {
+        let long = "word ".repeat(MAX_CUSTOM_DESCRIPTION_CHARS / 5 + 1);
+        let wide: serde_json::Map<String, serde_json::Value> = (0..2000)
+            .map(|i| (format!("p{i:05}"), serde_json::json!({"type": "string"})))
+            .collect();
+        let raw = RawBatch {
+            queries: one_query(),
+            custom_tools: vec![
+                RawCustomTool {
+                    description: Some(long.clone()),
+                    ..tool("a")
+                },
+                RawCustomTool {
+                    input_schema: Some(serde_json::json!({"type": "object", "properties": wide})),
+                    output_schema: Some(serde_json::json!({"type": "object", "properties": wide})),
+                    name: Some("n".repeat(MAX_CUSTOM_DISPLAY_NAME_CHARS + 1)),
+                    ..tool("b")
+                },
+            ],
+            custom_toolkits: vec![RawCustomToolkit {
+                slug: Some("crm".into()),
+                name: Some("CRM".into()),
+                description: Some(long),
+                preload: None,
+                tools: vec![tool("c")],
+            }],
+            ..Default::default()
+        };
+        let got = violations(raw);
+        let fields: Vec<&str> = got.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "customTools[0].description",
+                "customTools[1].name",
+                "customTools[1].inputSchema",
+                "customTools[1].outputSchema",
+                "customToolkits[0].description",
+            ]
+        );
+        assert!(
+            got[0].1.starts_with("must be at most 2048 characters, got"),
+            "{}",
+            got[0].1
+        );
+        assert!(
+            got[2].1.starts_with("must be at most 32 KiB"),
+            "{}",
+            got[2].1
+        );
+
+        // At the caps, accepted.
+        let raw = RawBatch {
+            queries: one_query(),
+            custom_tools: vec![RawCustomTool {
+                description: Some("é".repeat(MAX_CUSTOM_DESCRIPTION_CHARS)),
+                name: Some("n".repeat(MAX_CUSTOM_DISPLAY_NAME_CHARS)),
+                ..tool("a")
+            }],
+            ..Default::default()
+        };
+        assert_eq!(raw.validate("p".into()).unwrap().custom.len(), 1);
+    }
+
+    #[test]
+    fn a_custom_toolkit_cannot_take_the_standalone_toolkit() {
+        for slug in ["_local", "-local", "_LOCAL"] {
+            let raw = RawBatch {
+                queries: one_query(),
+                custom_toolkits: vec![RawCustomToolkit {
+                    slug: Some(slug.into()),
+                    name: Some("Mine".into()),
+                    description: Some("Mine".into()),
+                    preload: None,
+                    tools: vec![tool("c")],
+                }],
+                ..Default::default()
+            };
+            let got = violations(raw);
+            assert_eq!(got[0].0, "customToolkits[0].slug", "{slug}");
+            assert!(got[0].1.contains("standalone custom tools"), "{}", got[0].1);
+        }
+        // `local` itself is an ordinary slug now (a catalog may have it too).
+        let raw = RawBatch {
+            queries: one_query(),
+            custom_toolkits: vec![RawCustomToolkit {
+                slug: Some("local".into()),
+                name: Some("Mine".into()),
+                description: Some("Mine".into()),
+                preload: None,
+                tools: vec![tool("c")],
+            }],
+            ..Default::default()
+        };
+        assert!(raw.validate("p".into()).is_ok());
+    }
+
     #[test]
     fn custom_tools_get_local_names_and_every_bad_field_is_named() {
         let raw = RawBatch {
@@ -960,7 +1128,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                ("LOCAL_ORDER_LOOKUP", "local"),
+                ("LOCAL_ORDER_LOOKUP", "_local"),
                 ("LOCAL_SHOPIFY_REFUND", "shopify"),
                 ("LOCAL_CRM_FIND_CONTACT", "crm")
             ]

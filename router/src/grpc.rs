@@ -316,6 +316,18 @@ fn custom_from_proto(
 ) -> RawCustomTool {
     let mut json = |field: &str, text: Option<String>| {
         let text = text.filter(|t| !t.trim().is_empty())?;
+        if text.len() > 4 * crate::batch::MAX_CUSTOM_SCHEMA_BYTES {
+            // Far over the cap even with whitespace: refused without parsing.
+            violations.push(FieldViolation::new(
+                format!("{path}.{field}"),
+                format!(
+                    "must be at most {} KiB as compact JSON, got {} bytes of text",
+                    crate::batch::MAX_CUSTOM_SCHEMA_BYTES / 1024,
+                    text.len()
+                ),
+            ));
+            return None;
+        }
         match serde_json::from_str(&text) {
             Ok(value) => Some(value),
             Err(e) => {

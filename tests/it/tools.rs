@@ -1197,7 +1197,7 @@ async fn parts() -> Parts {
         store.clone(),
         vec![shard.clone() as Arc<dyn ShardApi>],
         embedder(),
-        100,
+        1 << 20,
         None,
     )
     .await;
@@ -1211,7 +1211,7 @@ async fn serve_with(parts: &Parts, hydration: HydrationService) -> (Arc<Hydratio
         parts.store.clone(),
         vec![parts.shard.clone() as Arc<dyn ShardApi>],
         embedder(),
-        100,
+        1 << 20,
         Some(service.clone()),
     )
     .await;

@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldViolation;
 
-/// The integration of standalone inline custom tools; no catalog tool may use it.
-pub const RESERVED_INTEGRATION: &str = "local";
+/// The integration of a request's standalone inline custom tools. It starts with `_`, which no
+/// catalog integration slug may (they start with a letter or digit), so a catalog can hold an
+/// integration named `local` and the two never meet.
+pub const INLINE_INTEGRATION: &str = "_local";
 
 /// What running a tool does in the connected app, ordered `read < write < delete < send`.
 /// `unknown` is outside the order: it is excluded whenever a ceiling is set.
@@ -151,12 +153,7 @@ impl ToolDefinition {
                 "must not have leading or trailing spaces or control characters",
             ));
         }
-        if self.integration == RESERVED_INTEGRATION {
-            violations.push(FieldViolation::new(
-                field("integration"),
-                "`local` is reserved for a request's inline custom tools",
-            ));
-        } else if let Err(issue) = check_slug(&self.integration) {
+        if let Err(issue) = check_slug(&self.integration) {
             violations.push(FieldViolation::new(field("integration"), issue));
         }
         if let Some(category) = &self.category

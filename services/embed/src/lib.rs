@@ -30,16 +30,32 @@ pub trait Embedder: Send + Sync + 'static {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
 }
 
-/// Wraps an embedder with an in-memory cache of single-text (query) embeddings.
+/// Bytes a cache entry is charged beyond its key and vector: the map's bookkeeping, the `Arc`
+/// and the `String` and `Vec` headers.
+const ENTRY_OVERHEAD_BYTES: usize = 128;
+
+/// What one cached embedding costs in memory, in bytes (saturating at `u32::MAX`).
+pub fn entry_bytes(text: &str, vector: &[f32]) -> u32 {
+    let bytes = text.len() + std::mem::size_of_val(vector) + ENTRY_OVERHEAD_BYTES;
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+/// Wraps an embedder with an in-memory cache of embeddings by text, bounded in bytes (keys,
+/// vectors and overhead), so long texts (inline custom tools) cannot grow it past its budget.
 pub struct CachedEmbedder {
     inner: Arc<dyn Embedder>,
     cache: Option<moka::sync::Cache<String, Arc<Vec<f32>>>>,
 }
 
 impl CachedEmbedder {
-    /// `capacity` = 0 disables the cache.
-    pub fn new(inner: Arc<dyn Embedder>, capacity: u64) -> Self {
-        let cache = (capacity > 0).then(|| moka::sync::Cache::new(capacity));
+    /// `capacity_bytes` = 0 disables the cache.
+    pub fn new(inner: Arc<dyn Embedder>, capacity_bytes: u64) -> Self {
+        let cache = (capacity_bytes > 0).then(|| {
+            moka::sync::Cache::builder()
+                .max_capacity(capacity_bytes)
+                .weigher(|text: &String, vector: &Arc<Vec<f32>>| entry_bytes(text, vector))
+                .build()
+        });
         Self { inner, cache }
     }
 
@@ -50,6 +66,14 @@ impl CachedEmbedder {
     /// The cached embedding of `text`, if any (cheap: callers try it before a blocking embed).
     pub fn cached(&self, text: &str) -> Option<Arc<Vec<f32>>> {
         self.cache.as_ref().and_then(|c| c.get(text))
+    }
+
+    /// Bytes the cache holds now, as its weigher counts them (after pending evictions are done).
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| {
+            c.run_pending_tasks();
+            c.weighted_size()
+        })
     }
 
     /// The embedding of one query, from the cache when it was embedded before.
@@ -71,18 +95,21 @@ impl CachedEmbedder {
         }
         Ok((vector, false))
     }
-}
 
-impl CachedEmbedder {
-    /// Embeddings of several texts: cached ones from the cache, the others in one batch (then
-    /// cached). In input order.
-    pub fn embed_many(&self, texts: &[&str]) -> Result<Vec<Arc<Vec<f32>>>> {
+    /// Embeddings of several texts: cached ones from the cache, the others in forward passes of
+    /// at most `batch_size` texts (then cached). In input order. Returns how many were cached.
+    pub fn embed_many(
+        &self,
+        texts: &[&str],
+        batch_size: usize,
+    ) -> Result<(Vec<Arc<Vec<f32>>>, usize)> {
         let mut out: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|t| self.cached(t)).collect();
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        let hits = texts.len() - missing.len();
         if !missing.is_empty() {
-            let batch: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
-            let vectors = self.inner.embed(&batch)?;
-            if vectors.len() != batch.len() {
+            let batch: Vec<String> = missing.iter().map(|&i| texts[i].to_string()).collect();
+            let vectors = embed_batched(self.inner.as_ref(), &batch, batch_size, |_| {})?;
+            if vectors.len() != batch.len() || vectors.iter().any(Vec::is_empty) {
                 return Err(EmbedError::Failed(
                     "the model returned too few vectors".into(),
                 ));
@@ -95,10 +122,9 @@ impl CachedEmbedder {
                 out[i] = Some(vector);
             }
         }
-        Ok(out
-            .into_iter()
-            .map(|v| v.expect("every text embedded"))
-            .collect())
+        let vectors = out.into_iter().flatten().collect::<Vec<_>>();
+        debug_assert_eq!(vectors.len(), texts.len());
+        Ok((vectors, hits))
     }
 }
 
@@ -124,4 +150,72 @@ pub fn embed_batched(
         progress(done);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Vectors of 384 ones; counts texts and the largest forward pass.
+    #[derive(Default)]
+    struct Counting {
+        texts: AtomicUsize,
+        largest_batch: AtomicUsize,
+    }
+
+    impl Embedder for Counting {
+        fn model_id(&self) -> &str {
+            "counting"
+        }
+        fn dim(&self) -> usize {
+            384
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+            self.largest_batch.fetch_max(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|_| vec![1.0; 384]).collect())
+        }
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes_not_entries() {
+        let capacity = 256 * 1024;
+        let cache = CachedEmbedder::new(Arc::new(Counting::default()), capacity);
+        // 100 texts of 16 KiB: 1.6 MB of keys alone, far past the budget in few entries.
+        for i in 0..100 {
+            let text = format!("{i:04}{}", "x".repeat(16 * 1024));
+            cache.embed_query(&text).unwrap();
+        }
+        let held = cache.cached_bytes();
+        assert!(held <= capacity, "{held} bytes cached, budget {capacity}");
+        // The same budget holds short queries by the hundred (about 1.7 KB each).
+        let fresh = CachedEmbedder::new(Arc::new(Counting::default()), capacity);
+        for i in 0..100 {
+            fresh.embed_query(&format!("query {i}")).unwrap();
+        }
+        let held = fresh.cached_bytes();
+        assert!(held <= capacity, "{held} bytes cached, budget {capacity}");
+        let kept = (0..100)
+            .filter(|i| fresh.cached(&format!("query {i}")).is_some())
+            .count();
+        assert_eq!(kept, 100);
+    }
+
+    #[test]
+    fn many_texts_are_embedded_in_bounded_passes_and_cached() {
+        let counting = Arc::new(Counting::default());
+        let cache = CachedEmbedder::new(counting.clone(), 64 << 20);
+        let texts: Vec<String> = (0..200).map(|i| format!("tool {i}")).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let (vectors, hits) = cache.embed_many(&refs, 16).unwrap();
+        assert_eq!((vectors.len(), hits), (200, 0));
+        assert_eq!(counting.texts.load(Ordering::SeqCst), 200);
+        assert_eq!(counting.largest_batch.load(Ordering::SeqCst), 16);
+        // The same texts again: all from the cache, no forward pass.
+        let (vectors, hits) = cache.embed_many(&refs, 16).unwrap();
+        assert_eq!((vectors.len(), hits), (200, 200));
+        assert_eq!(counting.texts.load(Ordering::SeqCst), 200);
+    }
 }
