@@ -14,7 +14,7 @@ pub mod token;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentsearch_common::config::{Config, Secret};
+use agentsearch_common::config::{Config, Role, Secret};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -53,6 +53,43 @@ pub enum Command {
     EmbedBench(embed_bench::EmbedBenchArgs),
     /// Issue a JWT for a user of a project (HS256 with the project's secret, or RS256 / ES256).
     Token(token::TokenArgs),
+    /// Configuration tools.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Load the configuration as `--role` does (file, then AGENTSEARCH_* variables), validate it,
+    /// print it with secrets hidden; exit 1 naming the key of each problem.
+    Check(ConfigCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ConfigCheckArgs {
+    /// The process the configuration is for.
+    #[arg(long, value_enum, default_value = "serve")]
+    pub role: RoleArg,
+    /// Print nothing when the configuration is valid.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum RoleArg {
+    Serve,
+    Router,
+    Shard,
+}
+
+impl From<RoleArg> for Role {
+    fn from(role: RoleArg) -> Self {
+        match role {
+            RoleArg::Serve => Role::Serve,
+            RoleArg::Router => Role::Router,
+            RoleArg::Shard => Role::Shard,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -134,6 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.data_dir = args.data_dir.unwrap_or(config.data_dir);
             config.shards.local = args.shards.unwrap_or(config.shards.local);
             config.validate()?;
+            check_role(&config, Role::Serve)?;
             agentsearch_common::telemetry::init(config.log.json);
             node::serve_embedded(config, !args.no_demo, shutdown_signal()).await
         }
@@ -142,6 +180,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.grpc = args.grpc.unwrap_or(config.grpc);
             config.data_dir = args.data_dir.unwrap_or(config.data_dir);
             config.validate()?;
+            check_role(&config, Role::Shard)?;
             agentsearch_common::telemetry::init(config.log.json);
             node::serve_shard(config, shutdown_signal()).await
         }
@@ -156,6 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.postgres.url = Some(Secret::new(url));
             }
             config.validate()?;
+            check_role(&config, Role::Router)?;
             agentsearch_common::telemetry::init(config.log.json);
             node::serve_router(config, shutdown_signal()).await
         }
@@ -176,7 +216,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load_config(cli.config.as_deref())?;
             token::run(args, &config)
         }
+        Command::Config(ConfigCommand::Check(args)) => config_check(cli.config.as_deref(), &args),
     }
+}
+
+/// `config check`: every problem on stderr (one per line, key first), the effective configuration
+/// on stdout when there is none.
+fn config_check(file: Option<&std::path::Path>, args: &ConfigCheckArgs) -> anyhow::Result<()> {
+    let config = match Config::load(file) {
+        Ok(config) => config,
+        Err(err) => {
+            for problem in &err.0 {
+                eprintln!("{problem}");
+            }
+            anyhow::bail!("the configuration has {} problem(s)", err.0.len());
+        }
+    };
+    let problems = config.role_problems(args.role.into());
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        anyhow::bail!("the configuration has {} problem(s)", problems.len());
+    }
+    if !args.quiet {
+        print!("{}", config.redacted_toml());
+    }
+    Ok(())
+}
+
+/// Refuses to start a process whose configuration lacks what its role needs.
+fn check_role(config: &Config, role: Role) -> anyhow::Result<()> {
+    let problems = config.role_problems(role);
+    anyhow::ensure!(
+        problems.is_empty(),
+        "invalid configuration: {}",
+        problems.join("; ")
+    );
+    Ok(())
 }
 
 fn load_config(file: Option<&std::path::Path>) -> anyhow::Result<Config> {

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsearch_common::config::{Config, ContextConfig, LexicalConfig};
+use agentsearch_common::config::{Config, ContextConfig, LexicalConfig, PgTlsMode};
 use agentsearch_common::ids::DEMO_PROJECT_ID;
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
@@ -12,7 +12,7 @@ use agentsearch_hydrate::{FileHydrator, HydrationService};
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, RestAccess, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
-use agentsearch_store::{MetadataStore, PgStore, SqliteStore};
+use agentsearch_store::{MetadataStore, PgStore, PgTls, SqliteStore};
 use anyhow::Context;
 
 /// How often shards flush dense-index snapshots.
@@ -113,7 +113,10 @@ async fn build_embedded(
         Duration::ZERO,
     )
     .await?;
-    let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
+    let cached = Arc::new(CachedEmbedder::new(
+        embedder,
+        config.embed.query_cache_bytes(),
+    ));
     let mut hydration = HydrationService::builder_from_config(&config.hydration, Path::new("."))?;
     if demo_hydration && !hydration.hydrates(DEMO_HYDRATED) {
         // The demo's Salesforce tools carry per-user custom fields, from a file that describes the
@@ -132,7 +135,8 @@ async fn build_embedded(
     }
     Ok(Arc::new(
         Router::new(store, shards, cached, settings(config))
-            .with_hydration(Arc::new(hydration.build())),
+            .with_hydration(Arc::new(hydration.build()))
+            .with_drain(Duration::from_secs(config.server.drain_secs)),
     ))
 }
 
@@ -179,7 +183,10 @@ pub async fn serve_shard(
         config.context,
     )?);
     shard.start_flusher(FLUSH_EVERY);
-    agentsearch_shard::serve(shard, auth, config.grpc, shutdown).await?;
+    let drain = Duration::from_secs(config.server.drain_secs);
+    agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain).await?;
+    let flushed = shard.flush_now().await?;
+    tracing::info!(flushed, "shard stopped; vector snapshots flushed");
     Ok(())
 }
 
@@ -194,8 +201,15 @@ pub async fn postgres_store(config: &Config) -> anyhow::Result<Arc<dyn MetadataS
         .clone()
         .unwrap_or_else(|| "agentsearch".to_string());
     let pool = config.postgres.pool_size.unwrap_or(16) as usize;
+    let tls = match config.postgres.tls_mode {
+        PgTlsMode::Disable => PgTls::Disable,
+        PgTlsMode::Require => PgTls::Require,
+        PgTlsMode::VerifyFull => PgTls::VerifyFull {
+            ca_file: config.postgres.ca_file.clone(),
+        },
+    };
     Ok(Arc::new(
-        PgStore::connect(url.expose(), &schema, pool)
+        PgStore::connect_with(url.expose(), &schema, pool, &tls)
             .await
             .context("connecting to PostgreSQL")?,
     ))
@@ -218,15 +232,35 @@ pub async fn serve_router(
         .shards
         .remote
         .iter()
-        .map(|addr| GrpcShard::connect_lazy(addr, &auth).map(ShardClient::Grpc))
+        .map(|addr| {
+            GrpcShard::connect_lazy(addr, &auth).map(|c| (addr.clone(), ShardClient::Grpc(c)))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    let shards = ShardSet::discover(clients, Duration::from_secs(30)).await?;
-    tracing::info!(shards = ?shards.ids(), "shards discovered");
+    // Start whatever the shards' state: a shard that is down is reported by readiness and its
+    // parts come back unavailable (partial results) until a probe reaches it.
+    let shards = ShardSet::pending(clients);
+    shards.refresh().await?;
+    let statuses = shards.statuses();
+    tracing::info!(
+        reachable = statuses.iter().filter(|s| s.reachable).count(),
+        configured = statuses.len(),
+        shards = ?shards.ids(),
+        "shards probed"
+    );
+    tokio::spawn(shards.clone().keep_fresh(
+        Duration::from_secs(config.shards.refresh_secs),
+        std::future::pending(),
+    ));
     let embedder = load_embedder(&config)?;
-    let cached = Arc::new(CachedEmbedder::new(embedder, config.embed.query_cache_size));
+    let cached = Arc::new(CachedEmbedder::new(
+        embedder,
+        config.embed.query_cache_bytes(),
+    ));
     let hydration = HydrationService::from_config(&config.hydration, Path::new("."))?;
     let router = Arc::new(
-        Router::new(store, shards, cached, settings(&config)).with_hydration(Arc::new(hydration)),
+        Router::new(store, shards, cached, settings(&config))
+            .with_hydration(Arc::new(hydration))
+            .with_drain(Duration::from_secs(config.server.drain_secs)),
     );
     let access = RestAccess::from_config(&config.http);
     agentsearch_router::serve(

@@ -94,7 +94,7 @@ impl CatalogWrite {
             }
         }
         let writes = by_shard.into_iter().map(|(shard_id, tools)| {
-            let client = self.shards.get(&shard_id).cloned();
+            let client = self.shards.get(&shard_id);
             let request = ShardUpsertRequest {
                 project_id: project_id.to_string(),
                 tools,
@@ -209,7 +209,7 @@ impl CatalogWrite {
     /// The client of a shard an integration is placed on; an error if that shard is not configured
     /// (the shard set changed since the placement was recorded).
     fn placed_shard(&self, integration: &str, shard_id: &str) -> Result<ShardClient> {
-        self.shards.get(shard_id).cloned().ok_or_else(|| {
+        self.shards.get(shard_id).ok_or_else(|| {
             tracing::error!(
                 integration,
                 shard_id,

@@ -305,7 +305,7 @@ impl Router {
         sync.shard_ids
             .iter()
             .map(|id| {
-                self.shards.get(id).cloned().ok_or_else(|| {
+                self.shards.get(id).ok_or_else(|| {
                     tracing::error!(sync_id = %sync.id, shard_id = %id, "sync placed on a shard that is not configured");
                     Error::Unavailable("a shard holding this sync is not available".into())
                 })
@@ -481,7 +481,7 @@ impl Router {
         let mut failed_syncs: Vec<usize> = Vec::new();
         for round in 0..2 {
             let calls = parts.iter().map(|(shard_id, members)| {
-                let client = self.shards.get(shard_id).cloned();
+                let client = self.shards.get(shard_id);
                 let request = request_for(
                     members
                         .iter()
@@ -815,7 +815,7 @@ impl Router {
         deadline: Instant,
     ) -> TermStats {
         let calls = parts.iter().filter_map(|(shard_id, members)| {
-            let client = self.shards.get(shard_id)?.clone();
+            let client = self.shards.get(shard_id)?;
             let request = ContextStatsRequest {
                 project_id: req.project_id.clone(),
                 sync_ids: members.iter().map(|&i| scopes[i].sync.id.clone()).collect(),

@@ -16,6 +16,7 @@ pub mod context_api;
 mod context_write;
 pub mod grpc;
 pub mod grpc_context;
+pub mod health;
 pub mod json;
 pub mod locks;
 pub mod lookup;
@@ -68,6 +69,9 @@ pub struct Router {
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
     /// Writes to one project's catalog, or to one sync's records, run one at a time.
     write_locks: KeyedLocks,
+    lifecycle: health::Lifecycle,
+    /// How long a shutdown keeps serving while reporting not ready.
+    drain: Duration,
 }
 
 impl Router {
@@ -85,6 +89,8 @@ impl Router {
             hydration: None,
             placement_cache: Mutex::new(HashMap::new()),
             write_locks: KeyedLocks::default(),
+            lifecycle: health::Lifecycle::default(),
+            drain: Duration::ZERO,
         }
     }
 
@@ -92,6 +98,16 @@ impl Router {
     pub fn with_hydration(mut self, service: Arc<HydrationService>) -> Self {
         self.hydration = Some(service);
         self
+    }
+
+    /// On shutdown, keep serving for `drain` while reporting not ready (`server.drain_secs`).
+    pub fn with_drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    pub fn drain(&self) -> Duration {
+        self.drain
     }
 
     pub fn store(&self) -> &Arc<dyn MetadataStore> {

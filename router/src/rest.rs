@@ -40,6 +40,8 @@ pub struct RestState {
 pub fn app(state: RestState) -> AxumRouter {
     AxumRouter::new()
         .route("/healthz", get(healthz))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
         .route(
             "/api/tools/projects/{project_id}/tools/search",
             post(search_tools),
@@ -189,6 +191,24 @@ impl Call {
 
 async fn healthz() -> Response {
     axum::Json(serde_json::json!({"status": "ok"})).into_response()
+}
+
+/// Liveness: the process runs and its runtime answers.
+async fn livez() -> Response {
+    axum::Json(serde_json::json!({"status": "live"})).into_response()
+}
+
+/// Readiness: 200 when the router can answer (see [`crate::health`]), 503 otherwise; the body
+/// says why either way. No credentials needed (probes carry none); it names shard addresses and
+/// ids, never data.
+async fn readyz(State(state): State<RestState>) -> Response {
+    let readiness = state.router.readiness().await;
+    let status = if readiness.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(readiness)).into_response()
 }
 
 async fn not_found(headers: HeaderMap) -> ApiError {

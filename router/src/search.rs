@@ -908,7 +908,7 @@ impl Router {
         deadline: Instant,
     ) -> TermStats {
         let calls = parts.iter().filter_map(|part| {
-            let client = self.shards.get(&part.shard_id)?.clone();
+            let client = self.shards.get(&part.shard_id)?;
             let request = TermStatsRequest {
                 project_id: project_id.to_string(),
                 integrations: part.integrations.clone(),
@@ -943,7 +943,7 @@ impl Router {
         Vec<SearchError>,
     ) {
         let calls = parts.iter().map(|part| {
-            let client = self.shards.get(&part.shard_id).cloned();
+            let client = self.shards.get(&part.shard_id);
             let request = make(part.integrations.clone());
             async move {
                 let t = Instant::now();

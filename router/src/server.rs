@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::v1::connections_server::ConnectionsServer;
@@ -13,6 +14,9 @@ use agentsearch_proto::v1::tool_search_server::ToolSearchServer;
 use futures::FutureExt;
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
 
 use crate::Router;
 use crate::auth::Auth;
@@ -44,6 +48,40 @@ pub async fn serve(
     serve_on_with(router, auth, access, http_listener, grpc_listener, shutdown).await
 }
 
+/// How often gRPC health is brought in line with readiness.
+const HEALTH_EVERY: Duration = Duration::from_secs(2);
+
+async fn set_all(reporter: &HealthReporter, services: &[&'static str], status: ServingStatus) {
+    for service in services {
+        reporter.set_service_status(*service, status).await;
+    }
+}
+
+async fn mirror_readiness(
+    router: Arc<Router>,
+    reporter: HealthReporter,
+    services: Vec<&'static str>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut last = None;
+    loop {
+        let ready = router.readiness().await.ready;
+        if last != Some(ready) && !router.lifecycle().draining() {
+            let status = if ready {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            set_all(&reporter, &services, status).await;
+            last = Some(ready);
+        }
+        tokio::select! {
+            _ = stopped.changed() => return,
+            () = tokio::time::sleep(HEALTH_EVERY) => {}
+        }
+    }
+}
+
 /// Like [`serve`], on listeners the caller bound (tests bind port 0), with the default
 /// [`RestAccess`]: no web origin, and only loopback names for anonymous requests.
 pub async fn serve_on(
@@ -65,7 +103,6 @@ pub async fn serve_on_with(
     grpc: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let shutdown = shutdown.boxed().shared();
     let http_addr = http
         .local_addr()
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -74,21 +111,43 @@ pub async fn serve_on_with(
         .map_err(|e| Error::Internal(e.to_string()))?;
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<ToolSearchServer<PublicGrpc>>()
-        .await;
-    health_reporter
-        .set_serving::<ToolCatalogServer<PublicGrpc>>()
-        .await;
-    health_reporter
-        .set_serving::<ContextSearchServer<PublicGrpc>>()
-        .await;
-    health_reporter
-        .set_serving::<ContextSyncServer<PublicGrpc>>()
-        .await;
-    health_reporter
-        .set_serving::<ConnectionsServer<PublicGrpc>>()
-        .await;
+    let services: Vec<&'static str> = vec![
+        "",
+        <ToolSearchServer<PublicGrpc> as NamedService>::NAME,
+        <ToolCatalogServer<PublicGrpc> as NamedService>::NAME,
+        <ContextSearchServer<PublicGrpc> as NamedService>::NAME,
+        <ContextSyncServer<PublicGrpc> as NamedService>::NAME,
+        <ConnectionsServer<PublicGrpc> as NamedService>::NAME,
+    ];
+    // gRPC health mirrors readiness, checked every HEALTH_EVERY until the servers stop.
+    let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(mirror_readiness(
+        router.clone(),
+        health_reporter.clone(),
+        services.clone(),
+        stopped_rx,
+    ));
+    // On the shutdown signal: report not ready at once, keep serving for the drain period (load
+    // balancers stop sending meanwhile), then stop accepting and let in-flight requests finish.
+    let lifecycle = router.lifecycle().clone();
+    let drain = router.drain();
+    let reporter = health_reporter.clone();
+    let drain_services = services.clone();
+    let shutdown = async move {
+        shutdown.await;
+        lifecycle.start_draining();
+        set_all(&reporter, &drain_services, ServingStatus::NotServing).await;
+        if !drain.is_zero() {
+            tracing::info!(
+                drain_secs = drain.as_secs_f64(),
+                "draining: not ready, still serving"
+            );
+            tokio::time::sleep(drain).await;
+        }
+        tracing::info!("closing listeners; in-flight requests finish");
+    }
+    .boxed()
+    .shared();
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(agentsearch_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -139,6 +198,7 @@ pub async fn serve_on_with(
     let http_server = axum::serve(http, rest).with_graceful_shutdown(shutdown);
     tracing::info!(%http_addr, %grpc_addr, "router listening");
     let (grpc_result, http_result) = tokio::join!(grpc_server, http_server.into_future());
+    let _ = stopped_tx.send(true);
     grpc_result.map_err(|e| Error::Internal(format!("gRPC server: {e}")))?;
     http_result.map_err(|e| Error::Internal(format!("HTTP server: {e}")))?;
     Ok(())

@@ -381,51 +381,214 @@ async fn within<T>(timeout: Duration, fut: impl Future<Output = Result<T>>) -> R
         })
 }
 
-/// The shards a router talks to, by stable shard id.
+/// The shards a router talks to, by stable shard id, with what the router last learned of each
+/// configured address. Cheap to clone (shared state).
+///
+/// A remote shard is known by the id it reports (`Info`); until it has answered once, its address
+/// is pending and the router serves without it (parts placed on it are reported unavailable).
+/// [`ShardSet::refresh`] probes every address again: pending ones join, an address now answering
+/// with another id (a shard rebuilt on an empty disk) is re-keyed, and unreachable ones are marked
+/// so readiness can tell. Host names are resolved again on each reconnection.
 #[derive(Clone, Default)]
 pub struct ShardSet {
-    shards: BTreeMap<String, ShardClient>,
+    inner: Arc<parking_lot::RwLock<Members>>,
 }
+
+#[derive(Default)]
+struct Members {
+    by_id: BTreeMap<String, ShardClient>,
+    /// Every configured shard in configuration order: its address, the id it answered with, and
+    /// whether the last probe reached it.
+    slots: Vec<Slot>,
+}
+
+struct Slot {
+    address: String,
+    client: ShardClient,
+    id: Option<String>,
+    reachable: bool,
+    last_error: Option<String>,
+}
+
+/// What the router knows of one configured shard, for readiness and operators.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    pub address: String,
+    /// The shard's id, once it has answered.
+    pub shard_id: Option<String>,
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Time allowed for one probe of a shard.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl ShardSet {
     /// Builds the set by asking each client for its id. Remote shards are retried until `wait`
-    /// has passed, so a router may start before its shards.
+    /// has passed; a shard still silent then is an error (the embedded default and tests).
     pub async fn discover(clients: Vec<ShardClient>, wait: Duration) -> Result<Self> {
         let deadline = tokio::time::Instant::now() + wait;
-        let mut shards = BTreeMap::new();
-        for client in clients {
-            let info = loop {
-                match client.info("startup", Duration::from_secs(2)).await {
-                    Ok(info) => break info,
-                    Err(err) if tokio::time::Instant::now() < deadline => {
-                        tracing::warn!(error = %err, "shard not reachable yet, retrying");
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                    }
-                    Err(err) => {
-                        return Err(Error::Unavailable(format!(
-                            "shard did not answer at startup: {err}"
-                        )));
+        let set = Self::pending(clients.into_iter().enumerate().map(|(i, c)| {
+            let address = match &c {
+                ShardClient::Local(_) => format!("local-{i}"),
+                ShardClient::Grpc(g) => g.addr.clone(),
+            };
+            (address, c)
+        }));
+        loop {
+            set.refresh().await?;
+            let statuses = set.statuses();
+            let Some(silent) = statuses.iter().find(|s| s.shard_id.is_none()) else {
+                break;
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "shard {} did not answer at startup: {}",
+                    silent.address,
+                    silent.error.as_deref().unwrap_or("no answer")
+                )));
+            }
+            tracing::warn!(shard = %silent.address, "shard not reachable yet, retrying");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        if set.inner.read().by_id.is_empty() {
+            return Err(Error::invalid("shards", "at least one shard is required"));
+        }
+        Ok(set)
+    }
+
+    /// A set of `(address, client)` none of which has answered yet; [`ShardSet::refresh`] (or
+    /// [`ShardSet::keep_fresh`]) brings them in. A router starts this way, whatever its shards'
+    /// state.
+    pub fn pending(clients: impl IntoIterator<Item = (String, ShardClient)>) -> Self {
+        let slots = clients
+            .into_iter()
+            .map(|(address, client)| Slot {
+                address,
+                client,
+                id: None,
+                reachable: false,
+                last_error: None,
+            })
+            .collect();
+        Self {
+            inner: Arc::new(parking_lot::RwLock::new(Members {
+                by_id: BTreeMap::new(),
+                slots,
+            })),
+        }
+    }
+
+    /// Probes every configured shard once, in parallel. Fails only when two addresses answer
+    /// with one id (a configuration mistake); unreachable shards are recorded, not errors.
+    pub async fn refresh(&self) -> Result<()> {
+        let clients: Vec<(usize, ShardClient)> = {
+            let members = self.inner.read();
+            members
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i, s.client.clone()))
+                .collect()
+        };
+        let probes = clients
+            .into_iter()
+            .map(|(i, client)| async move { (i, client.info("probe", PROBE_TIMEOUT).await) });
+        let answers = futures::future::join_all(probes).await;
+        let mut members = self.inner.write();
+        for (i, answer) in answers {
+            let slot = &mut members.slots[i];
+            match answer {
+                Ok(info) => {
+                    slot.reachable = true;
+                    slot.last_error = None;
+                    if slot.id.as_deref() != Some(info.shard_id.as_str()) {
+                        if let Some(old) = &slot.id {
+                            tracing::warn!(
+                                address = %slot.address, old = %old, new = %info.shard_id,
+                                "shard answers with a new id"
+                            );
+                        } else {
+                            tracing::info!(address = %slot.address, shard = %info.shard_id, "shard joined");
+                        }
+                        slot.id = Some(info.shard_id);
                     }
                 }
-            };
-            if shards.insert(info.shard_id.clone(), client).is_some() {
+                Err(err) => {
+                    if slot.reachable {
+                        tracing::warn!(address = %slot.address, error = %err, "shard unreachable");
+                    }
+                    slot.reachable = false;
+                    slot.last_error = Some(err.to_string());
+                }
+            }
+        }
+        let mut by_id = BTreeMap::new();
+        for slot in &members.slots {
+            if let Some(id) = &slot.id
+                && by_id.insert(id.clone(), slot.client.clone()).is_some()
+            {
                 return Err(Error::invalid(
                     "shards",
-                    format!("two shards share the id `{}`", info.shard_id),
+                    format!("two shards share the id `{id}`"),
                 ));
             }
         }
-        if shards.is_empty() {
-            return Err(Error::invalid("shards", "at least one shard is required"));
+        members.by_id = by_id;
+        Ok(())
+    }
+
+    /// Refreshes every `every` until `stop` resolves (the router's background task).
+    pub async fn keep_fresh(self, every: Duration, stop: impl Future<Output = ()>) {
+        let mut ticker = tokio::time::interval(every.max(Duration::from_millis(100)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticker.tick() => {
+                    if let Err(err) = self.refresh().await {
+                        tracing::error!(error = %err, "shard membership");
+                    }
+                }
+            }
         }
-        Ok(Self { shards })
     }
 
+    /// Ids of the shards that have answered, sorted.
     pub fn ids(&self) -> Vec<String> {
-        self.shards.keys().cloned().collect()
+        self.inner.read().by_id.keys().cloned().collect()
     }
 
-    pub fn get(&self, id: &str) -> Option<&ShardClient> {
-        self.shards.get(id)
+    pub fn get(&self, id: &str) -> Option<ShardClient> {
+        self.inner.read().by_id.get(id).cloned()
+    }
+
+    /// Ids of the shards whose last probe answered.
+    pub fn reachable_ids(&self) -> std::collections::BTreeSet<String> {
+        self.inner
+            .read()
+            .slots
+            .iter()
+            .filter(|s| s.reachable)
+            .filter_map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// Every configured shard, in configuration order.
+    pub fn statuses(&self) -> Vec<ShardStatus> {
+        self.inner
+            .read()
+            .slots
+            .iter()
+            .map(|s| ShardStatus {
+                address: s.address.clone(),
+                shard_id: s.id.clone(),
+                reachable: s.reachable,
+                error: s.last_error.clone(),
+            })
+            .collect()
     }
 }

@@ -84,6 +84,18 @@ impl LocalShard {
         });
     }
 
+    /// Writes every pending vector snapshot now (a shutdown calls it after the last request).
+    pub async fn flush_now(&self) -> Result<usize> {
+        let indexes = self.indexes.clone();
+        let segments = self.segments.clone();
+        tokio::task::spawn_blocking(move || {
+            Ok::<_, agentsearch_index::IndexError>(indexes.flush()? + segments.flush()?)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("flush task: {e}")))?
+        .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
+    }
+
     async fn segments<T: Send + 'static>(
         &self,
         f: impl FnOnce(&SegmentIndexes) -> Result<T> + Send + 'static,
@@ -273,19 +285,21 @@ impl ShardApi for LocalShard {
     }
 }
 
-/// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves. With a
-/// token in `auth`, every call must carry it; without one, only a loopback bind is allowed.
+/// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves, then
+/// drains for `drain` (see [`serve_on_draining`]). With a token in `auth`, every call must carry
+/// it; without one, only a loopback bind is allowed.
 pub async fn serve(
     shard: Arc<dyn ShardApi>,
     auth: Auth,
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    drain: std::time::Duration,
 ) -> Result<()> {
     auth.check_bind(addr, "the shard API")?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
-    serve_on(shard, auth, listener, shutdown).await
+    serve_on_draining(shard, auth, listener, shutdown, drain).await
 }
 
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
@@ -295,13 +309,48 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    serve_on_draining(shard, auth, listener, shutdown, std::time::Duration::ZERO).await
+}
+
+/// [`serve_on`] with a drain period: when `shutdown` resolves, gRPC health turns NOT_SERVING at
+/// once (the indexes were opened before the listener, so it is SERVING until then), requests
+/// are still served for `drain`, then the listener closes and in-flight requests finish.
+pub async fn serve_on_draining(
+    shard: Arc<dyn ShardApi>,
+    auth: Auth,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    drain: std::time::Duration,
+) -> Result<()> {
+    use tonic::server::NamedService;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Internal(e.to_string()))?;
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<agentsearch_proto::shard_v1::shard_server::ShardServer<grpc::ShardGrpcService>>()
-        .await;
+    let services = [
+        "",
+        <agentsearch_proto::shard_v1::shard_server::ShardServer<grpc::ShardGrpcService> as NamedService>::NAME,
+    ];
+    for service in services {
+        health_reporter
+            .set_service_status(service, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    let shutdown = async move {
+        shutdown.await;
+        for service in services {
+            health_reporter
+                .set_service_status(service, tonic_health::ServingStatus::NotServing)
+                .await;
+        }
+        if !drain.is_zero() {
+            tracing::info!(
+                drain_secs = drain.as_secs_f64(),
+                "draining: NOT_SERVING, still serving"
+            );
+            tokio::time::sleep(drain).await;
+        }
+    };
     tracing::info!(%addr, "shard gRPC listening");
     tonic::transport::Server::builder()
         .add_service(health_service)

@@ -9,6 +9,7 @@ mod context_acl;
 mod durability;
 mod embedded;
 mod eval;
+mod lifecycle;
 mod omissions;
 mod principals;
 mod rest;

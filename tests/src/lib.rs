@@ -127,6 +127,11 @@ pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
 /// port.
 pub async fn serve_shard(api: Arc<dyn ShardApi>) -> Served {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_shard_on(api, listener)
+}
+
+/// Serves a shard's internal API on a listener the caller bound.
+pub fn serve_shard_on(api: Arc<dyn ShardApi>, listener: TcpListener) -> Served {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let handle = tokio::spawn(async move {
@@ -171,7 +176,7 @@ pub async fn grpc_router(
     Arc::new(Router::new(
         store,
         shards,
-        Arc::new(CachedEmbedder::new(embedder(), 1000)),
+        Arc::new(CachedEmbedder::new(embedder(), 4 << 20)),
         settings,
     ))
 }

@@ -35,6 +35,7 @@ pub struct Config {
     /// gRPC listen address (router's public API, or a shard's internal API).
     pub grpc: SocketAddr,
     pub shards: ShardsConfig,
+    pub server: ServerConfig,
     pub postgres: PostgresConfig,
     pub auth: AuthConfig,
     pub embed: EmbedConfig,
@@ -52,6 +53,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             grpc: "127.0.0.1:50051".parse().expect("valid default"),
             shards: ShardsConfig::default(),
+            server: ServerConfig::default(),
             postgres: PostgresConfig::default(),
             auth: AuthConfig::default(),
             embed: EmbedConfig::default(),
@@ -73,6 +75,19 @@ pub struct ShardsConfig {
     pub remote: Vec<String>,
     /// Shards that hold each integration.
     pub replication: u32,
+    /// How often a router probes every address of `remote` (in seconds): shards that were down
+    /// join, a shard answering with a new id is re-keyed, readiness follows reachability.
+    pub refresh_secs: u64,
+}
+
+/// Process lifecycle.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// On SIGTERM: seconds during which the process reports not ready (readiness 503, gRPC health
+    /// NOT_SERVING) while still serving, so load balancers stop sending before it stops
+    /// listening; then in-flight requests finish and it exits. 0 stops at once.
+    pub drain_secs: u64,
 }
 
 impl Default for ShardsConfig {
@@ -81,6 +96,7 @@ impl Default for ShardsConfig {
             local: 2,
             remote: Vec::new(),
             replication: 1,
+            refresh_secs: 5,
         }
     }
 }
@@ -93,6 +109,22 @@ pub struct PostgresConfig {
     /// Schema holding agentsearch's tables (created if missing).
     pub schema: Option<String>,
     pub pool_size: Option<u32>,
+    /// TLS to PostgreSQL: `disable`, `require` (encrypted, certificate not checked) or
+    /// `verify-full` (certificate checked against `ca_file`, or the system's roots, and the host
+    /// name).
+    pub tls_mode: PgTlsMode,
+    /// PEM file of the certificate authorities `verify-full` trusts (default: the system's).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// How the router's PostgreSQL connections use TLS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgTlsMode {
+    #[default]
+    Disable,
+    Require,
+    VerifyFull,
 }
 
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -158,17 +190,33 @@ impl Default for ProjectAuthConfig {
 pub struct EmbedConfig {
     /// Folder with `config.json`, `tokenizer.json`, `model.safetensors` of all-MiniLM-L6-v2.
     pub model_dir: PathBuf,
-    /// Query embeddings kept in memory (0 disables the cache).
-    pub query_cache_size: u64,
-    /// Texts per forward pass at ingest.
+    /// Memory for cached embeddings of queries and inline custom tools, in MiB, counting texts,
+    /// vectors and bookkeeping (0 disables the cache). 32 MiB holds about 16,000 short queries.
+    pub query_cache_mib: u64,
+    /// Deprecated: the cache used to be bounded by entries. When set, it is read as that many
+    /// entries of 2 KiB (a short query's size) and takes precedence over `query_cache_mib`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_cache_size: Option<u64>,
+    /// Texts per forward pass at ingest and for inline custom tools.
     pub batch_size: usize,
+}
+
+impl EmbedConfig {
+    /// The embedding cache's budget in bytes.
+    pub fn query_cache_bytes(&self) -> u64 {
+        match self.query_cache_size {
+            Some(entries) => entries.saturating_mul(2048),
+            None => self.query_cache_mib.saturating_mul(1 << 20),
+        }
+    }
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
         Self {
             model_dir: PathBuf::from("models/all-MiniLM-L6-v2"),
-            query_cache_size: 10_000,
+            query_cache_mib: 32,
+            query_cache_size: None,
             batch_size: 32,
         }
     }
@@ -577,6 +625,22 @@ impl Config {
         if self.shards.replication == 0 {
             errors.push("shards.replication: must be >= 1".to_string());
         }
+        if !(1..=3600).contains(&self.shards.refresh_secs) {
+            errors.push(format!(
+                "shards.refresh_secs: must be between 1 and 3600, got {}",
+                self.shards.refresh_secs
+            ));
+        }
+        if self.server.drain_secs > 3600 {
+            errors.push(format!(
+                "server.drain_secs: must be at most 3600, got {}",
+                self.server.drain_secs
+            ));
+        }
+        if self.postgres.ca_file.is_some() && self.postgres.tls_mode != PgTlsMode::VerifyFull {
+            errors
+                .push("postgres.ca_file: is only used with tls_mode = \"verify-full\"".to_string());
+        }
         if self.embed.batch_size == 0 {
             errors.push("embed.batch_size: must be >= 1".to_string());
         }
@@ -656,8 +720,214 @@ impl Config {
     }
 }
 
+/// The process a configuration is for: each needs its own sections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `serve`: the embedded default.
+    Serve,
+    /// `router`: remote shards and PostgreSQL.
+    Router,
+    /// `shard`: one shard process.
+    Shard,
+}
+
+impl Config {
+    /// What `role` needs beyond [`Config::validate`]; each message starts with the key path.
+    /// Only the configuration is read: no file it names is opened, no server contacted.
+    pub fn role_problems(&self, role: Role) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut binds = Vec::new();
+        match role {
+            Role::Serve => {
+                binds.push(("http.listen", self.http.listen));
+                binds.push(("grpc", self.grpc));
+            }
+            Role::Router => {
+                binds.push(("http.listen", self.http.listen));
+                binds.push(("grpc", self.grpc));
+                match &self.postgres.url {
+                    None => problems.push(
+                        "postgres.url: required by `router` (or AGENTSEARCH_POSTGRES__URL)"
+                            .to_string(),
+                    ),
+                    Some(url)
+                        if !(url.expose().starts_with("postgres://")
+                            || url.expose().starts_with("postgresql://")) =>
+                    {
+                        problems.push(
+                            "postgres.url: must start with postgres:// or postgresql://"
+                                .to_string(),
+                        );
+                    }
+                    Some(_) => {}
+                }
+                if self.shards.remote.is_empty() {
+                    problems.push(
+                        "shards.remote: at least one shard address (host:port) is required by \
+                         `router`"
+                            .to_string(),
+                    );
+                }
+                for (i, address) in self.shards.remote.iter().enumerate() {
+                    let authority = address
+                        .split_once("://")
+                        .map_or(address.as_str(), |(_, rest)| rest);
+                    let ok = !authority.contains('/')
+                        && split_port(authority)
+                            .is_some_and(|(host, port)| !host.is_empty() && port.is_some());
+                    if !ok {
+                        problems.push(format!(
+                            "shards.remote[{i}]: must be host:port, got `{}`",
+                            crate::ids::truncate(address, 128)
+                        ));
+                    }
+                }
+                if self.shards.replication as usize > self.shards.remote.len().max(1) {
+                    problems.push(format!(
+                        "shards.replication: {} copies need at least as many shards, {} listed",
+                        self.shards.replication,
+                        self.shards.remote.len()
+                    ));
+                }
+            }
+            Role::Shard => binds.push(("grpc", self.grpc)),
+        }
+        for (key, addr) in binds {
+            if addr.ip().is_loopback() {
+                continue;
+            }
+            if self.auth.token.is_none() {
+                problems.push(format!(
+                    "auth.token: required because {key} binds {addr}, beyond loopback"
+                ));
+            }
+            if role != Role::Shard {
+                for (id, project) in &self.auth.projects {
+                    if project.allow_anonymous {
+                        problems.push(format!(
+                            "auth.projects.{id}.allow_anonymous: refused because {key} binds \
+                             {addr}, beyond loopback"
+                        ));
+                    }
+                }
+            }
+        }
+        problems.dedup();
+        problems
+    }
+
+    /// The configuration as TOML with every secret replaced (URLs keep their scheme, host and
+    /// path; only the credentials are hidden).
+    pub fn redacted_toml(&self) -> String {
+        let mut copy = self.clone();
+        let hide = |secret: &mut Secret| *secret = Secret::new(redact_secret(secret.expose()));
+        if let Some(url) = copy.postgres.url.as_mut() {
+            hide(url);
+        }
+        if let Some(token) = copy.auth.token.as_mut() {
+            hide(token);
+        }
+        for project in copy.auth.projects.values_mut() {
+            if let Some(secret) = project.hs256_secret.as_mut() {
+                hide(secret);
+            }
+        }
+        hide(&mut copy.hydration.redis_url);
+        toml::to_string_pretty(&copy)
+            .unwrap_or_else(|e| format!("# the configuration could not be printed: {e}\n"))
+    }
+}
+
+/// A secret as printed: a URL with its user and password hidden, anything else hidden whole.
+fn redact_secret(value: &str) -> String {
+    if let Some((scheme, rest)) = value.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let host = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
+        let tail = tail.split_once('?').map_or(tail, |(path, _)| path);
+        let credentials = if authority.contains('@') { "***@" } else { "" };
+        return format!("{scheme}://{credentials}{host}{tail}");
+    }
+    "***".to_string()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn secrets_are_redacted_and_urls_keep_their_host() {
+        assert_eq!(
+            super::redact_secret(
+                "postgres://app:hunter2@db.internal:5432/agentsearch?sslmode=require&password=x"
+            ),
+            "postgres://***@db.internal:5432/agentsearch"
+        );
+        assert_eq!(
+            super::redact_secret("redis://cache:6379/0"),
+            "redis://cache:6379/0"
+        );
+        assert_eq!(super::redact_secret("a-long-service-token"), "***");
+        let mut config = Config::default();
+        config.auth.token = Some(Secret::new("service-token-0123456789"));
+        config.postgres.url = Some(Secret::new("postgres://u:pw-123@h/db"));
+        config.hydration.redis_url = Secret::new("redis://:redis-pw@cache:6379");
+        config.auth.projects.insert(
+            "0f8fad5b-d9cb-469f-a165-70867728950e".into(),
+            ProjectAuthConfig {
+                hs256_secret: Some(Secret::new("hs256-secret-hs256-secret-hs256-secret")),
+                ..Default::default()
+            },
+        );
+        let text = config.redacted_toml();
+        for secret in [
+            "service-token-0123456789",
+            "pw-123",
+            "redis-pw",
+            "hs256-secret",
+        ] {
+            assert!(!text.contains(secret), "{secret} printed:\n{text}");
+        }
+        assert!(text.contains("postgres://***@h/db"), "{text}");
+        // The printed configuration loads back as the same shape.
+        let reloaded: Config = toml::from_str(&text).unwrap();
+        assert_eq!(reloaded.grpc, config.grpc);
+    }
+
+    #[test]
+    fn role_problems_name_the_key() {
+        let mut config = Config::default();
+        config.http.listen = "0.0.0.0:8080".parse().unwrap();
+        config.grpc = "0.0.0.0:50051".parse().unwrap();
+        config.shards.remote = vec!["shard-0.shards:50052".into(), "no-port".into()];
+        let problems = config.role_problems(Role::Router);
+        let keys: Vec<&str> = problems
+            .iter()
+            .map(|p| p.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "postgres.url",
+                "shards.remote[1]",
+                "auth.token",
+                "auth.token"
+            ],
+            "{problems:?}"
+        );
+        config.auth.token = Some(Secret::new("service-token-0123456789"));
+        config.postgres.url = Some(Secret::new("postgres://u@h/db"));
+        config.shards.remote.pop();
+        assert!(config.role_problems(Role::Router).is_empty());
+        assert!(config.role_problems(Role::Shard).is_empty());
+        assert!(Config::default().role_problems(Role::Serve).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -9,11 +9,13 @@
 //!
 //! It does not hold indexes or tool bodies: shards do.
 
+mod pg_tls;
 mod postgres;
 mod sqlite;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use pg_tls::PgTls;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -148,6 +150,21 @@ pub(crate) fn join_list(items: &[String]) -> String {
     items.join(",")
 }
 
+/// Distinct sorted shard sets from comma separated lists.
+pub(crate) fn distinct_sets(lists: impl IntoIterator<Item = String>) -> Vec<Vec<String>> {
+    let sets: std::collections::BTreeSet<Vec<String>> = lists
+        .into_iter()
+        .map(|list| {
+            let mut ids = split_list(&list);
+            ids.sort();
+            ids.dedup();
+            ids
+        })
+        .filter(|ids| !ids.is_empty())
+        .collect();
+    sets.into_iter().collect()
+}
+
 pub(crate) fn split_list(text: &str) -> Vec<String> {
     text.split(',')
         .filter(|s| !s.is_empty())
@@ -169,6 +186,10 @@ pub trait MetadataStore: Send + Sync + 'static {
         integration: &str,
         shard_ids: &[String],
     ) -> Result<Vec<String>>;
+    /// The distinct sets of shards that hold something (an integration of any project, or a
+    /// sync), each sorted: readiness asks whether every set has a reachable member. Also the
+    /// store's health check.
+    async fn replica_sets(&self) -> Result<Vec<Vec<String>>>;
     /// Ledger entries of the named tools that exist.
     async fn catalog_entries(
         &self,
@@ -511,6 +532,11 @@ pub mod conformance {
         assert_eq!(again, ["s2", "s1"]);
         store.place(p, "github", &["s1".into()]).await.unwrap();
         store.place(q, "slack", &["s9".into()]).await.unwrap();
+        // Replica sets: distinct, each sorted, across projects.
+        assert_eq!(
+            store.replica_sets().await.unwrap(),
+            [strings(&["s1"]), strings(&["s1", "s2"]), strings(&["s9"])]
+        );
         assert_eq!(
             store.placements(p).await.unwrap(),
             vec![
@@ -684,6 +710,7 @@ pub mod conformance {
 
         // Create: counters at 0, created now; the first writer wins.
         assert!(store.list_syncs(p).await.unwrap().is_empty());
+        let sets_before = store.replica_sets().await.unwrap();
         let b = store
             .create_sync(&sync("sync-b", p, "gdrive"))
             .await
@@ -731,6 +758,23 @@ pub mod conformance {
             .await
             .unwrap();
         assert_eq!(store.list_syncs(r).await.unwrap(), vec![in_r]);
+
+        // A sync's shards count among the replica sets.
+        let lone = SyncRow {
+            shard_ids: strings(&["s7"]),
+            ..sync(
+                "sync-lone",
+                "00000000-0000-4000-8000-0000000000ee",
+                "gdrive",
+            )
+        };
+        store.create_sync(&lone).await.unwrap();
+        let mut expected = sets_before.clone();
+        expected.push(strings(&["s1", "s2"]));
+        expected.push(strings(&["s7"]));
+        expected.sort();
+        expected.dedup();
+        assert_eq!(store.replica_sets().await.unwrap(), expected);
 
         // Another project's sync is invisible and untouchable.
         let in_q = store.create_sync(&sync("sync-q", q, "jira")).await.unwrap();

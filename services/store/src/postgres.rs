@@ -7,6 +7,8 @@ use std::str::FromStr;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
+use crate::PgTls;
+
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
     RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
@@ -28,8 +30,20 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl PgStore {
-    /// Connects to `url`, creates `schema` if needed, migrates it, and keeps a pool of `pool_size`.
+    /// Connects to `url` without TLS, creates `schema` if needed, migrates it, and keeps a pool of
+    /// `pool_size`.
     pub async fn connect(url: &str, schema: &str, pool_size: usize) -> Result<Self> {
+        Self::connect_with(url, schema, pool_size, &PgTls::Disable).await
+    }
+
+    /// [`PgStore::connect`] with the TLS mode `tls` (TLS is then required of every connection,
+    /// whatever `sslmode` the URL names).
+    pub async fn connect_with(
+        url: &str,
+        schema: &str,
+        pool_size: usize,
+        tls: &PgTls,
+    ) -> Result<Self> {
         let valid_schema = schema
             .chars()
             .next()
@@ -46,13 +60,16 @@ impl PgStore {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         config.options(format!("-c search_path={schema}"));
         config.connect_timeout(std::time::Duration::from_secs(5));
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match crate::pg_tls::connector(tls)? {
+            None => Manager::from_config(config, NoTls, manager_config),
+            Some(connector) => {
+                config.ssl_mode(tokio_postgres::config::SslMode::Require);
+                Manager::from_config(config, connector, manager_config)
+            }
+        };
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
             .build()
@@ -247,6 +264,22 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn replica_sets(&self) -> Result<Vec<Vec<String>>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT DISTINCT string_agg(shard_id, ',' ORDER BY shard_id) FROM placements
+                 GROUP BY project_id, integration
+                 UNION SELECT DISTINCT shard_ids FROM syncs",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+        Ok(crate::distinct_sets(
+            rows.into_iter().map(|r| r.get::<_, String>(0)),
+        ))
     }
 
     async fn placements(&self, project_id: &str) -> Result<Vec<Placement>> {
@@ -872,6 +905,81 @@ mod tests {
             .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
             .await
             .unwrap();
+    }
+
+    /// Whether the session of `store`'s pooled client is encrypted.
+    async fn encrypted(store: &PgStore) -> bool {
+        let client = store.client().await.unwrap();
+        client
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// TLS against the test server, which serves the certificate its `ssl_cert_file` names
+    /// (Debian's default: a self-signed certificate for `localhost`).
+    #[tokio::test]
+    async fn tls_modes_encrypt_and_verify_for_real() {
+        let plain = PgStore::connect(&url(), "t_tls_probe", 1).await.unwrap();
+        let client = plain.client().await.unwrap();
+        let ssl: String = client.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+        assert_eq!(ssl, "on", "the test PostgreSQL must have ssl = on");
+        let cert: String = client
+            .query_one("SHOW ssl_cert_file", &[])
+            .await
+            .unwrap()
+            .get(0);
+        drop(client);
+        assert!(
+            !encrypted(&plain).await,
+            "tls_mode = disable stays in clear"
+        );
+
+        let require = PgStore::connect_with(&url(), "t_tls_probe", 1, &PgTls::Require)
+            .await
+            .unwrap();
+        assert!(encrypted(&require).await);
+
+        // verify-full: the server's own certificate as the authority, under the name it carries.
+        let ca = PgTls::VerifyFull {
+            ca_file: Some(cert.clone().into()),
+        };
+        let by_name = url().replace("127.0.0.1", "localhost");
+        let verified = PgStore::connect_with(&by_name, "t_tls_probe", 1, &ca)
+            .await
+            .unwrap_or_else(|e| panic!("verify-full with {cert} as the CA, as localhost: {e}"));
+        assert!(encrypted(&verified).await);
+        // ... refused under a name the certificate does not carry,
+        let err = PgStore::connect_with(&url(), "t_tls_probe", 1, &ca)
+            .await
+            .err()
+            .expect("127.0.0.1 is not a name of the certificate");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        // ... and refused when the authorities trusted did not sign it (the public CAs' bundle).
+        let bundle = std::path::Path::new("/etc/ssl/certs/ca-certificates.crt");
+        if bundle.exists() {
+            let public = PgTls::VerifyFull {
+                ca_file: Some(bundle.into()),
+            };
+            assert!(
+                PgStore::connect_with(&by_name, "t_tls_probe", 1, &public)
+                    .await
+                    .is_err()
+            );
+        }
+        // An unreadable authority file is named.
+        let missing = PgTls::VerifyFull {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+        };
+        let err = PgStore::connect_with(&by_name, "t_tls_probe", 1, &missing)
+            .await
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("postgres.ca_file"), "{err}");
     }
 
     #[tokio::test]

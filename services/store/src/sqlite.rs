@@ -198,6 +198,22 @@ impl MetadataStore for SqliteStore {
         .await
     }
 
+    async fn replica_sets(&self) -> Result<Vec<Vec<String>>> {
+        let lists = self
+            .with(|c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT group_concat(shard_id, ',') FROM placements GROUP BY project_id, integration
+                     UNION SELECT shard_ids FROM syncs",
+                )?;
+                let rows = stmt
+                    .query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>();
+                rows
+            })
+            .await?;
+        Ok(crate::distinct_sets(lists))
+    }
+
     async fn placements(&self, project_id: &str) -> Result<Vec<Placement>> {
         let p = project_id.to_string();
         let rows = self
