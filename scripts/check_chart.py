@@ -1,8 +1,8 @@
 """Offline checks of the Helm chart (run by scripts/check-chart.sh in its virtual environment).
 
 1. values.schema.json is a valid draft-07 schema and accepts values.yaml.
-2. Every value set (the chart's defaults plus the required values, and each file under
-   helm/agentsearch/ci/) renders; every object validates strictly against Kubernetes 1.31; the
+2. Every value set (the chart's defaults plus the required values, each file under
+   helm/agentsearch/ci/ and the examples deploy/values-*.yaml) renders; every object validates strictly against Kubernetes 1.31; the
    objects have the properties the deployment relies on (probes, security context, shard list).
 3. Every file under helm/tests/refused/ is refused, with the message or schema path its
    `# expect:` line names (schema paths are refused by jsonschema and by Helm alike).
@@ -47,6 +47,8 @@ def value_sets() -> dict[str, dict]:
     sets = {"defaults": json.loads(json.dumps(REQUIRED))}
     for path in sorted(CI.glob("*-values.yaml")):
         sets[path.name.removesuffix("-values.yaml")] = chart_lib.load_values(path)
+    for path in sorted((chart_lib.ROOT / "deploy").glob("values-*.yaml")):
+        sets[f"deploy/{path.stem}"] = chart_lib.load_values(path)
     return sets
 
 
