@@ -134,7 +134,7 @@ def properties(name: str, objects: list[dict], values: dict) -> None:
     rc = router["spec"]["template"]["spec"]["containers"][0]
     check(rc["args"][:3] == ["router", "--config", "/etc/agentsearch/agentsearch.toml"], f"{name}: router args")
     check(rc["livenessProbe"]["httpGet"]["path"] == "/livez", f"{name}: router liveness path")
-    check(rc["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}: router readiness path")
+    check(rc["readinessProbe"]["httpGet"]["path"] == merged["router"]["readinessProbe"]["path"], f"{name}: router readiness path")
     sc = shards["spec"]["template"]["spec"]["containers"][0]
     check(sc["args"][:3] == ["shard", "--config", "/etc/agentsearch/agentsearch.toml"], f"{name}: shard args")
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
