@@ -28,11 +28,12 @@ RUN AGENTSEARCH_EMBED__MODEL_DIR=/out/models/all-MiniLM-L6-v2 \
     ./scripts/fetch-model.sh \
     && rm -rf /tmp/wheels
 
-# --- runtime: the binary, the shared libraries it links (ldd), the model; no compiler, no shell tools
-# beyond the base image's.
+# --- runtime: the binary, the shared libraries it links (ldd), the system's certificate authorities
+# (PostgreSQL verify-full without a CA file trusts them), the model; no compiler.
 FROM debian:${DEBIAN_RELEASE}-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        ca-certificates \
         libgfortran5 \
         libgomp1 \
         liblapack3 \

@@ -217,6 +217,13 @@ def check_runtime(final: Stage, build: Stage | None) -> list[str]:
             ok('ENTRYPOINT ["agentsearch"]')
     except json.JSONDecodeError:
         problem(f"ENTRYPOINT is not in exec form: {entry[-1]}")
+    lock = ROOT / "Cargo.lock"
+    if lock.exists() and 'name = "rustls-native-certs"' in lock.read_text():
+        if "ca-certificates" not in packages:
+            problem("the binary trusts the system's certificate authorities (rustls-native-certs, PostgreSQL "
+                    "verify-full without ca_file) but the runtime stage does not install ca-certificates")
+        else:
+            ok("ca-certificates installed (the system's roots for PostgreSQL verify-full)")
     binary_copy = [a for op, a in final.instructions if op == "COPY" and build and f"--from={build.name}" in a]
     if not any(a.split()[-1] in ("/usr/local/bin/agentsearch", "/usr/bin/agentsearch") for a in binary_copy):
         problem("the runtime stage does not copy the binary from the build stage to /usr/local/bin/agentsearch")

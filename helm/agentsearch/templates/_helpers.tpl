@@ -214,9 +214,6 @@ sections as the routers. */}}
 {{- if and $v.redis.enabled (hasPrefix "rediss://" $v.redis.url) -}}
 {{- fail "redis.url: TLS (rediss://) is not supported by agentsearch; use redis:// on a trusted network" -}}
 {{- end -}}
-{{- if and (eq $v.postgres.tls.mode "verify-full") (not $v.postgres.tls.caSecret.name) -}}
-{{- fail "postgres.tls.mode verify-full needs postgres.tls.caSecret.name: the Secret holding the CA certificate of the server" -}}
-{{- end -}}
 {{- if le (int $v.router.terminationGracePeriodSeconds) (int $v.router.drainSecs) -}}
 {{- fail "router.terminationGracePeriodSeconds must exceed router.drainSecs, or pods are killed while draining" -}}
 {{- end -}}
