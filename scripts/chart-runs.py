@@ -10,7 +10,8 @@ fresh database on postgres://postgres@127.0.0.1:5432 (trust auth), Redis 127.0.0
 Then: waits until every router is ready (GET /readyz 200), loads the demo catalog through router 1,
 searches through router 2 (REST), checks a JWT of the project configured by environment variable
 is accepted, kills one shard with SIGKILL (routers' /readyz must drop to 503 while searches still
-answer 200, flagged partial with the missing integrations in errors), and drains a router with
+answer 200, flagged partial with the missing integrations in errors), restarts it on the same
+volume (routers ready again, complete answers, its tools still there), and drains a router with
 SIGTERM (not ready at once, still serving, gone before its grace period ends). Every process and the
 database are removed at exit, on failure too. Bounded to --timeout seconds (170 by default).
 
@@ -267,6 +268,27 @@ class Run:
             body = self.search(r, token, "create an invoice for a customer", expect_partial=True)
             log(f"search through {r['pod']} with a shard down: 200, partial, {len(body['tools'])} tools, "
                 f"failed integrations {body['usage'].get('failedIntegrations')}")
+
+        # The StatefulSet restarts the pod on the same volume: the shard comes back with its id and
+        # its indexes, the routers find it again at the same address.
+        pod, proc = shards[0]
+        self.procs.remove(victim)
+        self.start(pod, proc, self.tmp / pod)
+        if not self.args.old_binary:
+            for r in routers:
+                self.wait_status(r, ready_path, 200, 30, "ready again with the shard back")
+        deadline = time.time() + 30
+        while True:
+            url = f"http://127.0.0.1:{r2['http']}{SEARCH.format(project=DEMO_PROJECT)}"
+            status, body = http("POST", url, {"query": "post a message to a slack channel", "topK": 10}, token=token)
+            if status == 200 and isinstance(body, dict) and not body.get("usage", {}).get("partial"):
+                break
+            if time.time() > deadline:
+                raise Failed(f"the restarted shard's integrations did not come back: {status} {body}")
+            time.sleep(0.5)
+        if body["tools"][0].get("integration") != "slack":
+            raise Failed(f"after the restart the best tool is {body['tools'][0].get('intentName')}: the shard lost its data")
+        log(f"{pod} restarted on its volume: complete answers again, best {body['tools'][0].get('intentName')}")
 
         self.drain(routers[0], ready_path, live_path)
 
