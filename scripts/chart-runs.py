@@ -19,9 +19,6 @@ Run it with the virtual environment of scripts/check-chart.sh:
   /var/cache/agentsearch/venv/bin/python scripts/chart-runs.py
 Environment: AGENTSEARCH_BIN (default $CARGO_TARGET_DIR/release/agentsearch), MODEL_DIR (default
 models/all-MiniLM-L6-v2), AGENTSEARCH_TEST_POSTGRES (default postgres://postgres@127.0.0.1:5432/postgres).
---old-binary runs what a binary without the health and drain features allows: it removes the
-configuration keys that binary does not know, waits on /healthz, and skips the readiness and drain
-checks (saying so).
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import shutil
 import signal
 import subprocess
@@ -48,9 +44,6 @@ DEMO_PROJECT = "00000000-0000-4000-8000-000000000001"
 NAMESPACE = "search"
 RELEASE = "as"
 SEARCH = "/api/tools/projects/{project}/tools/search"
-# Keys of this chart's configuration that a binary from before the health and drain features
-# refuses (deny_unknown_fields).
-NEW_KEYS = [("server",), ("shards", "refresh_secs"), ("postgres", "tls_mode"), ("postgres", "ca_file")]
 
 
 class Failed(Exception):
@@ -173,15 +166,6 @@ class Run:
         }})
         return chart_lib.render(values, name=RELEASE, namespace=NAMESPACE)
 
-    def adapt(self, proc: chart_lib.Process) -> None:
-        if self.args.old_binary:
-            for path in NEW_KEYS:
-                node = proc.config
-                for key in path[:-1]:
-                    node = node.get(key, {})
-                node.pop(path[-1], None)
-        proc.write_config()
-
     # --- the run -------------------------------------------------------------------------
 
     def main(self) -> None:
@@ -210,7 +194,7 @@ class Run:
             declared = int(proc.config["grpc"].rsplit(":", 1)[1])
             proc.config["grpc"] = f"127.0.0.1:{port}"
             shard_ports[f"{pod}.{service}.{NAMESPACE}.svc.cluster.local:{declared}"] = port
-            self.adapt(proc)
+            proc.write_config()
             shards.append((pod, proc))
 
         routers = []
@@ -225,7 +209,7 @@ class Run:
             proc.config["http"]["listen"] = f"127.0.0.1:{http_port}"
             proc.config["grpc"] = f"127.0.0.1:{grpc_port}"
             proc.config["embed"]["model_dir"] = str(model)
-            self.adapt(proc)
+            proc.write_config()
             container = deployment["spec"]["template"]["spec"]["containers"][0]
             grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
             routers.append({"pod": pod, "proc": proc, "http": http_port, "grpc": grpc_port, "container": container,
@@ -236,8 +220,11 @@ class Run:
         for r in routers:
             r["entry"] = self.start(r["pod"], r["proc"], self.tmp / r["pod"])
 
-        ready_path = "/healthz" if self.args.old_binary else routers[0]["container"]["readinessProbe"]["httpGet"]["path"]
-        live_path = "/healthz" if self.args.old_binary else routers[0]["container"]["livenessProbe"]["httpGet"]["path"]
+        probes = routers[0]["container"]
+        ready_path = probes["readinessProbe"]["httpGet"]["path"]
+        live_path = probes["livenessProbe"]["httpGet"]["path"]
+        if ready_path != "/readyz":
+            raise Failed(f"the values set the routers' readiness to {ready_path}: this run checks /readyz")
         for r in routers:
             self.wait_status(r, ready_path, 200, self.args.ready_timeout, "ready")
             status, _ = http("GET", f"http://127.0.0.1:{r['http']}{live_path}")
@@ -259,11 +246,8 @@ class Run:
         os.killpg(victim["popen"].pid, signal.SIGKILL)
         victim["popen"].wait()
         log(f"killed {victim['name']} (SIGKILL)")
-        if self.args.old_binary:
-            log("SKIPPED (old binary): /readyz dropping to 503 while a shard is down")
-        else:
-            for r in routers:
-                self.wait_status(r, ready_path, 503, 30, "not ready after the shard died")
+        for r in routers:
+            self.wait_status(r, ready_path, 503, 30, "not ready after the shard died")
         for r in routers:
             body = self.search(r, token, "create an invoice for a customer", expect_partial=True)
             log(f"search through {r['pod']} with a shard down: 200, partial, {len(body['tools'])} tools, "
@@ -274,9 +258,8 @@ class Run:
         pod, proc = shards[0]
         self.procs.remove(victim)
         self.start(pod, proc, self.tmp / pod)
-        if not self.args.old_binary:
-            for r in routers:
-                self.wait_status(r, ready_path, 200, 30, "ready again with the shard back")
+        for r in routers:
+            self.wait_status(r, ready_path, 200, 30, "ready again with the shard back")
         deadline = time.time() + 30
         while True:
             url = f"http://127.0.0.1:{r2['http']}{SEARCH.format(project=DEMO_PROJECT)}"
@@ -366,9 +349,6 @@ class Run:
         log(f"JWT of project {project} accepted through {router['pod']} ({len(projects)} project(s) in the file)")
 
     def drain(self, router: dict, ready_path: str, live_path: str) -> None:
-        if self.args.old_binary:
-            log("SKIPPED (old binary): drain on SIGTERM")
-            return
         drain = int(router["proc"].config.get("server", {}).get("drain_secs", 0))
         grace = router["grace"]
         pod = router["entry"]["popen"]
@@ -405,8 +385,6 @@ def main() -> int:
                         help="load only the tools of this many integrations (0: the whole demo catalog)")
     parser.add_argument("--ready-timeout", type=float, default=90)
     parser.add_argument("--timeout", type=float, default=170, help="bound on the whole run, in seconds")
-    parser.add_argument("--old-binary", action="store_true",
-                        help="a binary without /readyz, drain and the new configuration keys")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, configurations)")
     args = parser.parse_args()
 
@@ -427,7 +405,7 @@ def main() -> int:
     try:
         run.main()
         signal.alarm(0)
-        log(f"PASSED in {time.time() - started:.0f}s" + (" (old-binary mode: readiness and drain checks skipped)" if args.old_binary else ""))
+        log(f"PASSED in {time.time() - started:.0f}s")
         return 0
     except (Failed, TimedOut) as e:
         signal.alarm(0)
