@@ -14,6 +14,10 @@ requirements=(
   "kubernetes-validate==1.37.0"
   "jsonschema==4.26.0"
   "PyYAML==6.0.4"
+  # scripts/chart-runs.py: the gRPC health checks of the shard probes
+  "grpcio==1.85.1"
+  "grpcio-health-checking==1.85.1"
+  "protobuf==7.36.2"
 )
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
