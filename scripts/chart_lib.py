@@ -21,11 +21,12 @@ FIXTURES = ROOT / "helm" / "tests" / "fixtures"
 
 
 def load_values(*files: pathlib.Path | str) -> dict:
-    import yaml
+    """Value files parsed by Helm's own parser (as `helm install -f` reads them), merged in order."""
+    import helm_python
 
     values: dict = {}
     for f in files:
-        merge_into(values, yaml.safe_load(pathlib.Path(f).read_text()) or {})
+        merge_into(values, helm_python.values_from_yaml(pathlib.Path(f).read_text()) or {})
     return values
 
 
