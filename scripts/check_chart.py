@@ -184,6 +184,34 @@ def check_value_sets(sets: dict[str, dict]) -> dict[str, list[dict]]:
     return rendered
 
 
+def check_rolls() -> None:
+    """A change rolls the pods that read it and no others (checksum annotations)."""
+    print("== which changes roll which pods")
+    base = chart_lib.load_values(CI / "minimal-values.yaml")
+
+    def annotations(values: dict) -> tuple[dict, dict]:
+        objects = chart_lib.render(values)
+        pick = lambda kind, suffix: chart_lib.find(objects, kind, suffix)["spec"]["template"]["metadata"]["annotations"]
+        return pick("Deployment", "-router"), pick("StatefulSet", "-shard")
+
+    router0, shard0 = annotations(base)
+    cases = [
+        ("shard.replicas 3 -> 5 (the routers' shard list)", {"shard": {"replicas": 5}}, True, False),
+        ("config.search.rrf_k (routers only)", {"config": {"search": {"rrf_k": 30}}}, True, False),
+        ("postgres.url (routers only)", {"postgres": {"url": "postgres://other@db:5432/agentsearch"}}, True, False),
+        ("config.lexical.b (both roles)", {"config": {"lexical": {"b": 0.6}}}, True, True),
+        ("auth.token (both roles)", {"auth": {"token": "another-service-token-0123456789"}}, True, True),
+        ("shard.drainSecs (shards only)", {"shard": {"drainSecs": 5}}, False, True),
+    ]
+    for what, change, router_rolls, shard_rolls in cases:
+        router, shard = annotations(chart_lib.merge_into(json.loads(json.dumps(base)), change))
+        good = (router != router0) == router_rolls and (shard != shard0) == shard_rolls
+        check((router != router0) == router_rolls, f"{what}: routers {'do not roll' if router_rolls else 'roll'}")
+        check((shard != shard0) == shard_rolls, f"{what}: shards {'do not roll' if shard_rolls else 'roll'}")
+        if good:
+            print(f"  ok: {what}: routers {'roll' if router_rolls else 'stay'}, shards {'roll' if shard_rolls else 'stay'}")
+
+
 def check_refused() -> None:
     import jsonschema
     import yaml
@@ -273,6 +301,7 @@ def main() -> int:
     check_schema()
     check_lint()
     rendered = check_value_sets(value_sets())
+    check_rolls()
     check_refused()
     check_configs(rendered)
     if failures:

@@ -187,6 +187,34 @@ sections as the routers. */}}
 {{- toJson $config -}}
 {{- end -}}
 
+{{/* The configuration files, as TOML text. */}}
+{{- define "agentsearch.routerToml" -}}
+# agentsearch router, rendered by the Helm chart from its values.
+{{ include "agentsearch.toml.table" (dict "prefix" "" "table" (include "agentsearch.routerConfig" . | fromJson)) }}
+{{- end -}}
+
+{{- define "agentsearch.shardToml" -}}
+# agentsearch shard, rendered by the Helm chart from its values.
+{{ include "agentsearch.toml.table" (dict "prefix" "" "table" (include "agentsearch.shardConfig" . | fromJson)) }}
+{{- end -}}
+
+{{/* Checksums that roll a role's pods when what they read changes, and only then: a new shard list
+rolls the routers, not the shards. The chart's Secret counts whole for the routers; the shards read
+only the token from it. */}}
+{{- define "agentsearch.routerChecksums" -}}
+checksum/config: {{ include "agentsearch.routerToml" . | sha256sum }}
+{{- if not .Values.secrets.existingSecret }}
+checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentsearch.shardChecksums" -}}
+checksum/config: {{ include "agentsearch.shardToml" . | sha256sum }}
+{{- if not .Values.secrets.existingSecret }}
+checksum/secret: {{ .Values.auth.token | sha256sum }}
+{{- end }}
+{{- end -}}
+
 {{/* Checks across values that the schema cannot express; each message names the value to set. */}}
 {{- define "agentsearch.validate" -}}
 {{- $v := .Values -}}
@@ -276,7 +304,7 @@ seccompProfile:
 {{- end -}}
 
 {{- define "agentsearch.topologySpread" -}}
-{{- if .values.topologySpread.enabled }}
+{{- if .values.topologySpread.enabled -}}
 topologySpreadConstraints:
   - maxSkew: 1
     topologyKey: kubernetes.io/hostname
