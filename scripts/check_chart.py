@@ -7,7 +7,9 @@
 3. Every file under helm/tests/refused/ is refused, with the message or schema path its
    `# expect:` line names (schema paths are refused by jsonschema and by Helm alike).
 4. Each rendered agentsearch.toml, with the environment its pod gets (dummy secrets), passes
-   `agentsearch config check --role router|shard` (skipped, loudly, while the binary lacks it).
+   `agentsearch config check --role router|shard` without printing a secret, and the files under
+   helm/tests/config-refused/ (values of the right type the loader refuses) fail it, naming the key
+   (skipped, loudly, while the binary lacks `config check`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import chart_lib  # noqa: E402
 KUBERNETES = "1.31"
 CI = chart_lib.CHART / "ci"
 REFUSED = chart_lib.ROOT / "helm" / "tests" / "refused"
+CONFIG_REFUSED = chart_lib.ROOT / "helm" / "tests" / "config-refused"
+# What the shards' file carries besides data_dir and grpc.
+SHARD_SECTIONS = ("server", "lexical", "context", "log")
 REQUIRED = {
     "auth": {"token": "ci-service-token-0123456789"},
     "postgres": {"url": "postgres://agentsearch:secret@postgres.example.internal:5432/agentsearch"},
@@ -212,6 +217,10 @@ def check_rolls() -> None:
             print(f"  ok: {what}: routers {'roll' if router_rolls else 'stay'}, shards {'roll' if shard_rolls else 'stay'}")
 
 
+def expectation(path: pathlib.Path) -> str | None:
+    return next((l.split(":", 1)[1].strip() for l in path.read_text().splitlines() if l.startswith("# expect:")), None)
+
+
 def check_refused() -> None:
     import jsonschema
     import yaml
@@ -222,9 +231,7 @@ def check_refused() -> None:
     files = sorted(REFUSED.glob("*.yaml"))
     check(len(files) >= 2, "fewer than two refused value files")
     for path in files:
-        expect = next(
-            (l.split(":", 1)[1].strip() for l in path.read_text().splitlines() if l.startswith("# expect:")), None
-        )
+        expect = expectation(path)
         if not expect:
             fail(f"{path.name}: no `# expect:` line")
             continue
@@ -295,6 +302,23 @@ def check_configs(rendered: dict[str, list[dict]]) -> None:
                     if secret and len(secret) >= 5 and secret in printed:
                         fail(f"{name}/{role}: config check printed the secret of {key}")
                 print(f"  ok: {name}/{role}")
+        for path in sorted(CONFIG_REFUSED.glob("*.yaml")):
+            expect = expectation(path)
+            objects = chart_lib.render(chart_lib.load_values(path))
+            for kind, suffix, role in (("Deployment", "-router", "router"), ("StatefulSet", "-shard", "shard")):
+                proc = chart_lib.materialize(objects, chart_lib.find(objects, kind, suffix),
+                                             pathlib.Path(tmp) / path.stem / role, str(bin_path))
+                if role == "router":
+                    proc.config.setdefault("embed", {})["model_dir"] = model_dir()
+                    proc.write_config()
+                argv = [str(bin_path), "config", "check", "--quiet", "--role", role, "--config", str(proc.config_path)]
+                r = subprocess.run(argv, env=chart_lib.process_env(proc.env), capture_output=True, text=True, timeout=120)
+                if role == "shard" and expect.split(".")[0] not in SHARD_SECTIONS:
+                    continue  # a key only the routers' file has
+                if r.returncode == 0 or expect not in r.stdout + r.stderr:
+                    fail(f"{path.name}/{role}: config check should refuse `{expect}`: status {r.returncode}\n{r.stderr}")
+                else:
+                    print(f"  ok: {path.name}/{role} refused: {(r.stdout + r.stderr).strip().splitlines()[0][:140]}")
 
 
 def main() -> int:
