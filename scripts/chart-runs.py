@@ -13,7 +13,9 @@ is accepted, kills one shard with SIGKILL (routers' /readyz must drop to 503 whi
 answer 200, flagged partial with the missing integrations in errors), restarts it on the same
 volume (routers ready again, complete answers, its tools still there), and drains a router and a
 shard with SIGTERM (not ready at once: /readyz 503, gRPC health NOT_SERVING; still serving; gone
-before the grace period ends). The gRPC health checks ask what the pods' `grpc:` probes ask. Every process and the
+before the grace period ends). The gRPC health checks ask what the pods' `grpc:` probes ask. Each
+process runs in an empty working directory that must stay empty (the pods' root filesystem is
+read-only: relative writes there would fail). Every process and the
 database are removed at exit, on failure too. Bounded to --timeout seconds (170 by default).
 
 Run it with the virtual environment of scripts/check-chart.sh:
@@ -115,6 +117,21 @@ class Run:
         self.procs.append(entry)
         log(f"started {name} (pid {popen.pid}): {' '.join(proc.argv[1:])}")
         return entry
+
+    def rootfs(self, pod: str) -> pathlib.Path:
+        """The working directory of a pod's process, standing for its read-only root filesystem:
+        it must stay empty (every write belongs on a mounted volume)."""
+        root = self.tmp / pod / "rootfs"
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    def check_rootfs(self) -> None:
+        for entry in self.procs:
+            root = self.tmp / entry["name"] / "rootfs"
+            written = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+            if written:
+                raise Failed(f"{entry['name']} wrote outside its volumes (read-only root filesystem in the pod): {written[:10]}")
+        log("no process wrote outside its volumes")
 
     def alive(self, entry: dict) -> None:
         code = entry["popen"].poll()
@@ -230,9 +247,9 @@ class Run:
                             "grace": grace})
 
         # As the StatefulSet's Parallel policy and the Deployment do: everything at once.
-        shard_entries = [self.start(pod, proc, self.tmp / pod) for pod, proc in shards]
+        shard_entries = [self.start(pod, proc, self.rootfs(pod)) for pod, proc in shards]
         for r in routers:
-            r["entry"] = self.start(r["pod"], r["proc"], self.tmp / r["pod"])
+            r["entry"] = self.start(r["pod"], r["proc"], self.rootfs(r["pod"]))
 
         probes = routers[0]["container"]
         ready_path = probes["readinessProbe"]["httpGet"]["path"]
@@ -275,7 +292,7 @@ class Run:
         # its indexes, the routers find it again at the same address.
         pod, proc = shards[0]
         self.procs.remove(victim)
-        self.start(pod, proc, self.tmp / pod)
+        self.start(pod, proc, self.rootfs(pod))
         for r in routers:
             self.wait_status(r, ready_path, 200, 30, "ready again with the shard back")
         # A tool of an integration the dead shard held is found again.
@@ -298,6 +315,7 @@ class Run:
         self.drain(routers[0], ready_path, live_path)
         pod, proc = shards[-1]
         self.drain_shard(next(e for e in self.procs if e["name"] == pod), proc, statefulset)
+        self.check_rootfs()
 
     def wait_status(self, r: dict, path: str, want: int, timeout: float, what: str) -> None:
         deadline = time.time() + timeout
