@@ -247,10 +247,10 @@ def check_libraries(installed: list[str]) -> None:
     target = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "target")
     binary = pathlib.Path(os.environ.get("AGENTSEARCH_BIN") or f"{target}/release/agentsearch")
     if not binary.exists():
-        print("!" * 78)
-        print(f"SKIPPED the shared-library check: no release binary at {binary}")
-        print("(build it with `cargo build --release -p agentsearch`, or set CARGO_TARGET_DIR / AGENTSEARCH_BIN)")
-        print("!" * 78)
+        problem(
+            f"no release binary at {binary} for the shared-library check: build it with "
+            "`cargo build --release --workspace --bins`, or set CARGO_TARGET_DIR / AGENTSEARCH_BIN"
+        )
         return
     out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
     if out.returncode != 0:

@@ -273,15 +273,10 @@ def check_configs(rendered: dict[str, list[dict]]) -> None:
     bin_path = binary()
     print(f"== agentsearch config check ({bin_path})")
     if not bin_path.exists():
-        print("  " + "!" * 70)
-        print(f"  SKIPPED: no binary at {bin_path} (build it, or set CARGO_TARGET_DIR / AGENTSEARCH_BIN)")
-        print("  " + "!" * 70)
+        fail(f"no binary at {bin_path}: build it (cargo build --release --workspace --bins), or set CARGO_TARGET_DIR / AGENTSEARCH_BIN")
         return
     if not has_config_check(bin_path):
-        print("  " + "!" * 70)
-        print("  SKIPPED: this agentsearch binary has no `config check --role` subcommand;")
-        print("  the rendered configurations were NOT checked by the loader.")
-        print("  " + "!" * 70)
+        fail(f"{bin_path} has no `config check --role` subcommand: the rendered configurations cannot be checked")
         return
     with tempfile.TemporaryDirectory(prefix="agentsearch-chart-") as tmp:
         for name, objects in rendered.items():

@@ -36,7 +36,13 @@ impl Lifecycle {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Readiness {
+    /// Everything is reachable: not draining, the store answers, and every set of shards holding
+    /// data has a reachable member.
     pub ready: bool,
+    /// The router can answer, possibly partially: not draining, the store answers, and at least
+    /// one shard is reachable. What a load balancer should route on when partial answers beat
+    /// none (`/readyz?allowPartial=true`).
+    pub serving: bool,
     pub draining: bool,
     /// `ok`, or why the metadata store failed the check.
     pub store: String,
@@ -67,7 +73,8 @@ impl Router {
         }
         let shards = self.shards.statuses();
         let reachable = self.shards.reachable_ids();
-        if reachable.is_empty() {
+        let no_shard = reachable.is_empty();
+        if no_shard {
             reasons.push("no shard is reachable".to_string());
         }
         let (store, unreachable) =
@@ -96,6 +103,7 @@ impl Router {
         }
         Readiness {
             ready: reasons.is_empty(),
+            serving: !draining && !no_shard && store == "ok",
             draining,
             store,
             shards,

@@ -198,12 +198,30 @@ async fn livez() -> Response {
     axum::Json(serde_json::json!({"status": "live"})).into_response()
 }
 
-/// Readiness: 200 when the router can answer (see [`crate::health`]), 503 otherwise; the body
-/// says why either way. No credentials needed (probes carry none); it names shard addresses and
-/// ids, never data.
-async fn readyz(State(state): State<RestState>) -> Response {
+/// `?allowPartial=true`: ready as long as the router can answer at all.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadyParams {
+    #[serde(default)]
+    allow_partial: bool,
+}
+
+/// Readiness: 200 when everything the router serves is reachable (see [`crate::health`]), 503
+/// otherwise; with `?allowPartial=true`, 200 whenever it can answer at all (a shard down means
+/// partial answers, not none). The body says why either way. No credentials needed (probes carry
+/// none); it names shard addresses and ids, never data.
+async fn readyz(
+    State(state): State<RestState>,
+    params: Result<Query<ReadyParams>, QueryRejection>,
+) -> Response {
+    let allow_partial = params.is_ok_and(|Query(p)| p.allow_partial);
     let readiness = state.router.readiness().await;
-    let status = if readiness.ready {
+    let ok = if allow_partial {
+        readiness.serving
+    } else {
+        readiness.ready
+    };
+    let status = if ok {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

@@ -204,6 +204,9 @@ async fn a_shutdown_reports_not_ready_keeps_serving_for_the_drain_then_stops() {
     // Not ready at once, but still serving searches and health checks.
     let body = wait_ready(http_addr, 503).await;
     assert_eq!(body["draining"], true);
+    assert_eq!(body["serving"], false);
+    let (status, _) = rest_json(http_addr, "GET", "/readyz?allowPartial=true", None, "").await;
+    assert_eq!(status, 503, "draining is not serving, partial or not");
     assert_eq!(grpc_health(grpc).await, ServingStatus::NotServing);
     let answer = search(grpc, search_request("send a message to a channel"))
         .await
