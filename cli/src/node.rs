@@ -184,6 +184,19 @@ pub async fn serve_shard(
     )?);
     shard.start_flusher(FLUSH_EVERY);
     let drain = Duration::from_secs(config.server.drain_secs);
+    let shutdown = futures::FutureExt::shared(futures::FutureExt::boxed(shutdown));
+    if let Some(addr) = config.server.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding server.metrics_listen {addr}"))?;
+        tracing::info!(%addr, "shard metrics listening");
+        let (api, stop) = (shard.clone() as Arc<dyn ShardApi>, shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(err) = agentsearch_shard::serve_metrics(api, listener, stop).await {
+                tracing::error!(error = %err, "shard metrics server stopped");
+            }
+        });
+    }
     agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain).await?;
     let flushed = shard.flush_now().await?;
     tracing::info!(flushed, "shard stopped; vector snapshots flushed");

@@ -1,11 +1,13 @@
 //! The wire formats of agentsearch: generated code for the public API (`agentsearch.v1`) and the
 //! internal shard API (`agentsearch.shard.v1`), conversions between the internal messages and the
-//! domain types of `agentsearch-common`, and the codec between errors and gRPC statuses.
+//! domain types of `agentsearch-common`, the codec between errors and gRPC statuses, and the
+//! tower layers every gRPC server of agentsearch runs (metrics).
 
 pub mod context;
 pub mod convert;
 pub mod convert_context;
 pub mod error_codec;
+pub mod grpc_metrics;
 
 /// The public API: tool search and catalog maintenance.
 pub mod v1 {

@@ -122,6 +122,8 @@ impl CatalogWrite {
             write_ms = started.elapsed().as_millis() as u64,
             "catalog batch indexed"
         );
+        metrics::counter!(agentsearch_common::metrics::INGESTED, "kind" => "tools")
+            .increment(finals.len() as u64);
         Ok(UpsertOutcome {
             upserted: finals.len() as u32,
             unchanged: batch.unchanged,

@@ -456,6 +456,8 @@ impl Router {
                     ));
                 }
                 retrieval_mode = "semantic_failed_open";
+                metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "lexical_only")
+                    .increment(1);
                 None
             }
         };
@@ -573,6 +575,10 @@ impl Router {
         }
         not_searchable_syncs.sort_unstable();
         not_searchable_syncs.dedup();
+        if !not_searchable_syncs.is_empty() {
+            metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "context")
+                .increment(1);
+        }
         let mut segments_not_searchable = 0;
         for &i in &not_searchable_syncs {
             segments_not_searchable += self
@@ -597,6 +603,8 @@ impl Router {
             && searched.iter().all(|s| lexical_failed.contains(s))
         {
             retrieval_mode = "lexical_failed_open";
+            metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "dense_only")
+                .increment(1);
             lexical_on = false;
         }
 

@@ -89,6 +89,10 @@ impl RecordWrite {
             .store
             .put_records(project_id, sync_id, &entries)
             .await?;
+        metrics::counter!(agentsearch_common::metrics::INGESTED, "kind" => "records")
+            .increment(entries.len() as u64);
+        metrics::counter!(agentsearch_common::metrics::INGESTED, "kind" => "segments")
+            .increment(segments);
         Ok((entries.len() as u32, segments, generation))
     }
 

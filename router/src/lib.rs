@@ -25,6 +25,7 @@ pub mod rest;
 pub mod rest_body;
 pub mod rest_context;
 pub mod rest_guard;
+mod rest_metrics;
 pub mod search;
 pub mod server;
 pub mod shards;

@@ -42,6 +42,7 @@ pub fn app(state: RestState) -> AxumRouter {
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::rest_metrics::metrics_text))
         .route(
             "/api/tools/projects/{project_id}/tools/search",
             post(search_tools),
@@ -68,12 +69,14 @@ pub fn app(state: RestState) -> AxumRouter {
             post(delete_tools),
         )
         .merge(crate::rest_context::routes())
+        .route_layer(axum::middleware::from_fn(crate::rest_metrics::tag_route))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::rest_guard::guard,
         ))
+        .layer(axum::middleware::from_fn(crate::rest_metrics::record))
         .with_state(state)
 }
 
@@ -97,7 +100,10 @@ impl IntoResponse for ApiError {
         let status = StatusCode::from_u16(self.error.code().http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = self.error.to_envelope(&self.request_id);
-        with_request_id((status, axum::Json(body)).into_response(), &self.request_id)
+        let mut response =
+            with_request_id((status, axum::Json(body)).into_response(), &self.request_id);
+        response.extensions_mut().insert(self.error.code());
+        response
     }
 }
 

@@ -333,6 +333,8 @@ impl Router {
                 }
                 strategy = "semantic_failed_open";
                 degraded = Some("lexical_only");
+                metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "lexical_only")
+                    .increment(1);
                 None
             }
         };
@@ -466,6 +468,8 @@ impl Router {
         if lexical_failed && vector.is_some() {
             strategy = "lexical_failed_open";
             degraded = Some("dense_only");
+            metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "dense_only")
+                .increment(1);
             lexical_on = false;
         }
         // Integrations missing from the ranking: their shard failed, or every retriever that ranks
@@ -1291,6 +1295,10 @@ pub(crate) fn query_result(
         failed_integrations: ranked.failed_integrations.clone(),
         degradations,
     };
+    if usage.partial {
+        metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "tools")
+            .increment(1);
+    }
     (tools, usage)
 }
 

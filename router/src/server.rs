@@ -66,6 +66,7 @@ async fn mirror_readiness(
     let mut last = None;
     loop {
         let ready = router.readiness().await.ready;
+        metrics::gauge!(agentsearch_common::metrics::READY).set(if ready { 1.0 } else { 0.0 });
         if last != Some(ready) && !router.lifecycle().draining() {
             let status = if ready {
                 ServingStatus::Serving
@@ -176,7 +177,9 @@ pub async fn serve_on_with(
     let context_sync = ContextSyncServer::new(public)
         .accept_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    agentsearch_common::metrics::handle();
     let grpc_server = tonic::transport::Server::builder()
+        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

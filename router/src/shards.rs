@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsearch_common::auth::Auth;
+use agentsearch_common::metrics::{SHARD_CALL_DURATION, SHARD_CALL_FAILURES};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
     GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
@@ -109,7 +110,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("info", timeout, fut).await
     }
 
     pub async fn term_stats(
@@ -130,7 +131,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("term_stats", timeout, fut).await
     }
 
     pub async fn search_tools(
@@ -151,7 +152,7 @@ impl ShardClient {
                     .and_then(|r| r.into_inner().try_into()),
             }
         };
-        within(timeout, fut).await
+        self.timed("search_tools", timeout, fut).await
     }
 
     /// Ranks the tools carried in `req` on this shard; nothing is persisted there.
@@ -177,7 +178,7 @@ impl ShardClient {
                     .and_then(|r| r.into_inner().try_into()),
             }
         };
-        within(timeout, fut).await
+        self.timed("search_inline", timeout, fut).await
     }
 
     pub async fn upsert_tools(
@@ -198,7 +199,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("upsert_tools", timeout, fut).await
     }
 
     pub async fn delete_tools(
@@ -219,7 +220,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("delete_tools", timeout, fut).await
     }
     pub async fn get_tools(
         &self,
@@ -241,7 +242,7 @@ impl ShardClient {
                 }
             }
         };
-        within(timeout, fut).await
+        self.timed("get_tools", timeout, fut).await
     }
 
     pub async fn context_term_stats(
@@ -266,7 +267,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("context_term_stats", timeout, fut).await
     }
 
     pub async fn search_segments(
@@ -291,7 +292,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("search_segments", timeout, fut).await
     }
 
     pub async fn upsert_segments(
@@ -316,7 +317,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("upsert_segments", timeout, fut).await
     }
 
     pub async fn delete_records(
@@ -341,7 +342,7 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("delete_records", timeout, fut).await
     }
 
     pub async fn read_segments(
@@ -366,7 +367,40 @@ impl ShardClient {
                     .map_err(|s| remote(&g.addr, s)),
             }
         };
-        within(timeout, fut).await
+        self.timed("read_segments", timeout, fut).await
+    }
+}
+
+impl ShardClient {
+    /// How metrics name this shard: its address, or `local`.
+    fn label(&self) -> String {
+        match self {
+            ShardClient::Local(_) => "local".to_string(),
+            ShardClient::Grpc(g) => g.addr.clone(),
+        }
+    }
+
+    /// Runs `fut` within `timeout`, timing it as RPC `rpc` of this shard and counting failures.
+    async fn timed<T>(
+        &self,
+        rpc: &'static str,
+        timeout: Duration,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let started = std::time::Instant::now();
+        let result = within(timeout, fut).await;
+        let shard = self.label();
+        metrics::histogram!(SHARD_CALL_DURATION, "rpc" => rpc, "shard" => shard.clone())
+            .record(started.elapsed().as_secs_f64());
+        if let Err(err) = &result
+            && matches!(
+                err,
+                Error::Unavailable(_) | Error::Timeout(_) | Error::Internal(_)
+            )
+        {
+            metrics::counter!(SHARD_CALL_FAILURES, "rpc" => rpc, "shard" => shard).increment(1);
+        }
+        result
     }
 }
 
@@ -537,6 +571,10 @@ impl ShardSet {
             }
         }
         members.by_id = by_id;
+        let reachable = members.slots.iter().filter(|s| s.reachable).count();
+        metrics::gauge!(agentsearch_common::metrics::SHARDS_CONFIGURED)
+            .set(members.slots.len() as f64);
+        metrics::gauge!(agentsearch_common::metrics::SHARDS_REACHABLE).set(reachable as f64);
         Ok(())
     }
 

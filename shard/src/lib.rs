@@ -285,6 +285,39 @@ impl ShardApi for LocalShard {
     }
 }
 
+/// Serves the shard's Prometheus metrics at `GET /metrics` on `listener` until `shutdown`
+/// resolves: what its gRPC layer recorded, plus gauges read from the shard as it is scraped
+/// (indexes, tools, resident memory). No credentials: bind it where only the scraper reaches.
+pub async fn serve_metrics(
+    shard: Arc<dyn ShardApi>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    use agentsearch_common::metrics::{CONTENT_TYPE, SHARD_INDEXES, SHARD_RESIDENT, SHARD_TOOLS};
+    agentsearch_common::metrics::handle();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let shard = shard.clone();
+            async move {
+                if let Ok(info) = shard.info().await {
+                    metrics::gauge!(SHARD_INDEXES).set(info.indexes as f64);
+                    metrics::gauge!(SHARD_TOOLS).set(info.tools as f64);
+                    metrics::gauge!(SHARD_RESIDENT).set(info.resident_bytes as f64);
+                }
+                (
+                    [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],
+                    agentsearch_common::metrics::render(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| Error::Internal(format!("metrics server: {e}")))
+}
+
 /// Serves `shard` over gRPC on `addr` (internal API + health) until `shutdown` resolves, then
 /// drains for `drain` (see [`serve_on_draining`]). With a token in `auth`, every call must carry
 /// it; without one, only a loopback bind is allowed.
@@ -352,7 +385,9 @@ pub async fn serve_on_draining(
         }
     };
     tracing::info!(%addr, "shard gRPC listening");
+    agentsearch_common::metrics::handle();
     tonic::transport::Server::builder()
+        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)
         .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
         .serve_with_incoming_shutdown(

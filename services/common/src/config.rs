@@ -88,6 +88,9 @@ pub struct ServerConfig {
     /// NOT_SERVING) while still serving, so load balancers stop sending before it stops
     /// listening; then in-flight requests finish and it exits. 0 stops at once.
     pub drain_secs: u64,
+    /// `shard`: where its Prometheus metrics are served (`GET /metrics`), e.g. `0.0.0.0:9090`;
+    /// unset, a shard serves none. A router serves `/metrics` on its REST listener.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ShardsConfig {

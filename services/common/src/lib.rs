@@ -7,6 +7,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod ids;
+pub mod metrics;
 pub mod principal;
 pub mod segment;
 pub mod shard;

@@ -30,6 +30,23 @@ pub trait Embedder: Send + Sync + 'static {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
 }
 
+/// One forward pass of `embedder` over `texts`, timed and counted as `kind` (`query`, `batch`).
+fn forward(embedder: &dyn Embedder, texts: &[&str], kind: &'static str) -> Result<Vec<Vec<f32>>> {
+    use agentsearch_common::metrics::{EMBED_DURATION, EMBED_IN_FLIGHT, EMBED_TEXTS};
+    metrics::gauge!(EMBED_IN_FLIGHT).increment(1.0);
+    let started = std::time::Instant::now();
+    let result = embedder.embed(texts);
+    metrics::gauge!(EMBED_IN_FLIGHT).decrement(1.0);
+    metrics::histogram!(EMBED_DURATION, "kind" => kind).record(started.elapsed().as_secs_f64());
+    metrics::counter!(EMBED_TEXTS, "kind" => kind).increment(texts.len() as u64);
+    result
+}
+
+fn cache_lookup(hit: bool) {
+    let result = if hit { "hit" } else { "miss" };
+    metrics::counter!(agentsearch_common::metrics::EMBED_CACHE, "result" => result).increment(1);
+}
+
 /// Bytes a cache entry is charged beyond its key and vector: the map's bookkeeping, the `Arc`
 /// and the `String` and `Vec` headers.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
@@ -63,9 +80,14 @@ impl CachedEmbedder {
         &self.inner
     }
 
-    /// The cached embedding of `text`, if any (cheap: callers try it before a blocking embed).
+    /// The cached embedding of `text`, if any (cheap: callers try it before a blocking embed,
+    /// whose [`CachedEmbedder::embed_query`] counts the miss). A hit is counted.
     pub fn cached(&self, text: &str) -> Option<Arc<Vec<f32>>> {
-        self.cache.as_ref().and_then(|c| c.get(text))
+        let hit = self.cache.as_ref().and_then(|c| c.get(text));
+        if hit.is_some() {
+            cache_lookup(true);
+        }
+        hit
     }
 
     /// Bytes the cache holds now, as its weigher counts them (after pending evictions are done).
@@ -79,14 +101,15 @@ impl CachedEmbedder {
     /// The embedding of one query, from the cache when it was embedded before.
     /// Returns whether it was a cache hit.
     pub fn embed_query(&self, text: &str) -> Result<(Arc<Vec<f32>>, bool)> {
-        if let Some(cache) = &self.cache
-            && let Some(hit) = cache.get(text)
-        {
-            return Ok((hit, true));
+        if let Some(cache) = &self.cache {
+            let hit = cache.get(text);
+            cache_lookup(hit.is_some());
+            if let Some(hit) = hit {
+                return Ok((hit, true));
+            }
         }
         let vector = Arc::new(
-            self.inner
-                .embed(&[text])?
+            forward(self.inner.as_ref(), &[text], "query")?
                 .pop()
                 .ok_or_else(|| EmbedError::Failed("no output".into()))?,
         );
@@ -103,9 +126,18 @@ impl CachedEmbedder {
         texts: &[&str],
         batch_size: usize,
     ) -> Result<(Vec<Arc<Vec<f32>>>, usize)> {
-        let mut out: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|t| self.cached(t)).collect();
+        let mut out: Vec<Option<Arc<Vec<f32>>>> = texts
+            .iter()
+            .map(|t| self.cache.as_ref().and_then(|c| c.get(*t)))
+            .collect();
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
         let hits = texts.len() - missing.len();
+        if self.cache.is_some() {
+            metrics::counter!(agentsearch_common::metrics::EMBED_CACHE, "result" => "hit")
+                .increment(hits as u64);
+            metrics::counter!(agentsearch_common::metrics::EMBED_CACHE, "result" => "miss")
+                .increment(missing.len() as u64);
+        }
         if !missing.is_empty() {
             let batch: Vec<String> = missing.iter().map(|&i| texts[i].to_string()).collect();
             let vectors = embed_batched(self.inner.as_ref(), &batch, batch_size, |_| {})?;
@@ -142,7 +174,7 @@ pub fn embed_batched(
     let mut done = 0;
     for chunk in order.chunks(batch_size.max(1)) {
         let batch: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
-        let vectors = embedder.embed(&batch)?;
+        let vectors = forward(embedder, &batch, "batch")?;
         for (&i, v) in chunk.iter().zip(vectors) {
             out[i] = v;
         }

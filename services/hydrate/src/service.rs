@@ -339,6 +339,7 @@ impl Inner {
             match cache.get(key).await {
                 Ok(Some(CachedValue::Hydrated(schema))) => {
                     bump(&self.counters.cache_hits);
+                    cache_lookup("hit");
                     return Outcome::Hydrated {
                         schema,
                         cached: true,
@@ -346,20 +347,31 @@ impl Inner {
                 }
                 Ok(Some(CachedValue::Static)) => {
                     bump(&self.counters.cache_hits);
+                    cache_lookup("hit");
                     return Outcome::Static;
                 }
-                Ok(None) => bump(&self.counters.cache_misses),
+                Ok(None) => {
+                    bump(&self.counters.cache_misses);
+                    cache_lookup("miss");
+                }
                 Err(error) => {
                     bump(&self.counters.cache_errors);
+                    cache_lookup("error");
                     tracing::warn!(%error, integration = %req.integration, "schema cache read failed, asking the provider");
                 }
             }
         }
 
         bump(&self.counters.provider_calls);
+        let started = std::time::Instant::now();
         let answer = tokio::time::timeout(integration.timeout, integration.hydrator.hydrate(req))
             .await
             .unwrap_or(Err(HydrateError::Timeout(integration.timeout)));
+        metrics::histogram!(
+            agentsearch_common::metrics::HYDRATION_PROVIDER_DURATION,
+            "outcome" => if answer.is_ok() { "ok" } else { "error" },
+        )
+        .record(started.elapsed().as_secs_f64());
         let (outcome, value) = match answer {
             Ok(Some(schema)) => (
                 Outcome::Hydrated {
@@ -384,6 +396,11 @@ impl Inner {
         }
         outcome
     }
+}
+
+fn cache_lookup(result: &'static str) {
+    metrics::counter!(agentsearch_common::metrics::HYDRATION_CACHE, "result" => result)
+        .increment(1);
 }
 
 /// A configuration error naming the key.

@@ -1,0 +1,72 @@
+//! Metrics of the REST API: every request is counted and timed by route template (never the
+//! path a client sent), method, status and error code, and the in-flight gauge follows it; the
+//! exposition is served at `/metrics`.
+
+use std::time::Instant;
+
+use agentsearch_common::ErrorCode;
+use agentsearch_common::metrics::{CONTENT_TYPE, HTTP_DURATION, HTTP_REQUESTS, IN_FLIGHT};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+/// The route template that served a response, set by [`tag_route`] inside the router.
+#[derive(Clone, Debug)]
+struct RouteTag(String);
+
+/// Inner layer (`route_layer`): remembers which route template matched.
+pub(crate) async fn tag_route(matched: MatchedPath, request: Request, next: Next) -> Response {
+    let route = matched.as_str().to_string();
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(RouteTag(route));
+    response
+}
+
+/// Outer layer: counts and times every request, refused ones included.
+pub(crate) async fn record(request: Request, next: Next) -> Response {
+    let method: &'static str = match request.method().as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        _ => "OTHER",
+    };
+    let started = Instant::now();
+    metrics::gauge!(IN_FLIGHT, "api" => "rest").increment(1.0);
+    let response = next.run(request).await;
+    metrics::gauge!(IN_FLIGHT, "api" => "rest").decrement(1.0);
+    let route = response
+        .extensions()
+        .get::<RouteTag>()
+        .map_or_else(|| "unmatched".to_string(), |r| r.0.clone());
+    let status = response.status();
+    let code = match response.extensions().get::<ErrorCode>() {
+        Some(code) => code.as_str(),
+        None if status.is_success() || status.is_redirection() => "OK",
+        None => "OTHER",
+    };
+    metrics::counter!(
+        HTTP_REQUESTS,
+        "route" => route.clone(),
+        "method" => method,
+        "status" => status.as_u16().to_string(),
+        "code" => code,
+    )
+    .increment(1);
+    metrics::histogram!(HTTP_DURATION, "route" => route, "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`: the Prometheus exposition of this process.
+pub(crate) async fn metrics_text() -> Response {
+    let mut response = agentsearch_common::metrics::render().into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    response
+}
