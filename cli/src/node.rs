@@ -136,7 +136,8 @@ async fn build_embedded(
     Ok(Arc::new(
         Router::new(store, shards, cached, settings(config))
             .with_hydration(Arc::new(hydration.build()))
-            .with_drain(Duration::from_secs(config.server.drain_secs)),
+            .with_drain(Duration::from_secs(config.server.drain_secs))
+            .with_limits(config.limits.clone()),
     ))
 }
 
@@ -197,7 +198,13 @@ pub async fn serve_shard(
             }
         });
     }
-    agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain).await?;
+    // A shard answers every router's fan-out (two calls per search and shard): its limit is four
+    // times a router's.
+    let admission = agentsearch_proto::admission::Admission::new(
+        4 * config.limits.max_in_flight as usize,
+        Duration::from_millis(config.limits.retry_after_ms),
+    );
+    agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain, admission).await?;
     let flushed = shard.flush_now().await?;
     tracing::info!(flushed, "shard stopped; vector snapshots flushed");
     Ok(())
@@ -273,7 +280,8 @@ pub async fn serve_router(
     let router = Arc::new(
         Router::new(store, shards, cached, settings(&config))
             .with_hydration(Arc::new(hydration))
-            .with_drain(Duration::from_secs(config.server.drain_secs)),
+            .with_drain(Duration::from_secs(config.server.drain_secs))
+            .with_limits(config.limits.clone()),
     );
     let access = RestAccess::from_config(&config.http);
     agentsearch_router::serve(

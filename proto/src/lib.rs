@@ -1,8 +1,9 @@
 //! The wire formats of agentsearch: generated code for the public API (`agentsearch.v1`) and the
 //! internal shard API (`agentsearch.shard.v1`), conversions between the internal messages and the
 //! domain types of `agentsearch-common`, the codec between errors and gRPC statuses, and the
-//! tower layers every gRPC server of agentsearch runs (metrics).
+//! tower layers every gRPC server of agentsearch runs (metrics, admission).
 
+pub mod admission;
 pub mod context;
 pub mod convert;
 pub mod convert_context;

@@ -25,6 +25,7 @@ pub mod rest;
 pub mod rest_body;
 pub mod rest_context;
 pub mod rest_guard;
+mod rest_limits;
 mod rest_metrics;
 pub mod search;
 pub mod server;
@@ -35,9 +36,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsearch_common::Result;
-use agentsearch_common::config::{ContextConfig, SearchConfig};
+use agentsearch_common::config::{ContextConfig, LimitsConfig, SearchConfig};
 use agentsearch_embed::CachedEmbedder;
 use agentsearch_hydrate::HydrationService;
+use agentsearch_proto::admission::Admission;
 use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
 
@@ -73,6 +75,9 @@ pub struct Router {
     lifecycle: health::Lifecycle,
     /// How long a shutdown keeps serving while reporting not ready.
     drain: Duration,
+    limits: LimitsConfig,
+    /// Permits of requests served at once, REST and gRPC together.
+    admission: Admission,
 }
 
 impl Router {
@@ -92,6 +97,8 @@ impl Router {
             write_locks: KeyedLocks::default(),
             lifecycle: health::Lifecycle::default(),
             drain: Duration::ZERO,
+            limits: LimitsConfig::default(),
+            admission: admission_of(&LimitsConfig::default()),
         }
     }
 
@@ -105,6 +112,21 @@ impl Router {
     pub fn with_drain(mut self, drain: Duration) -> Self {
         self.drain = drain;
         self
+    }
+
+    /// Serves within `limits` (`[limits]`): admission, timeouts, connections.
+    pub fn with_limits(mut self, limits: LimitsConfig) -> Self {
+        self.admission = admission_of(&limits);
+        self.limits = limits;
+        self
+    }
+
+    pub fn limits(&self) -> &LimitsConfig {
+        &self.limits
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     pub fn drain(&self) -> Duration {
@@ -136,6 +158,13 @@ impl Router {
     fn invalidate_placements(&self, project_id: &str) {
         self.placement_cache.lock().remove(project_id);
     }
+}
+
+fn admission_of(limits: &LimitsConfig) -> Admission {
+    Admission::new(
+        limits.max_in_flight as usize,
+        Duration::from_millis(limits.retry_after_ms),
+    )
 }
 
 /// Runs a write on a task of its own and waits for it. Dropping the returned future (a client

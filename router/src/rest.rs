@@ -74,6 +74,10 @@ pub fn app(state: RestState) -> AxumRouter {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            crate::rest_limits::admit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             crate::rest_guard::guard,
         ))
         .layer(axum::middleware::from_fn(crate::rest_metrics::record))

@@ -48,6 +48,66 @@ pub async fn serve(
     serve_on_with(router, auth, access, http_listener, grpc_listener, shutdown).await
 }
 
+/// Serves `app` on `listener` until `shutdown` resolves, then lets open requests finish: HTTP/1.1
+/// and HTTP/2, a connection must send a request's headers within
+/// `limits.header_read_timeout_ms`, and at most `limits.max_connections` are open (more are
+/// closed as they are accepted, counted as shed).
+async fn serve_http(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: &agentsearch_common::config::LimitsConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections as usize));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    builder.http2().timer(TokioTimer::new());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(err) => {
+                        // Out of file descriptors and the like: wait rather than spin.
+                        tracing::warn!(error = %err, "accepting a REST connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    metrics::counter!(agentsearch_common::metrics::SHED, "api" => "rest_connection")
+                        .increment(1);
+                    drop(stream);
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let service = TowerToHyperService::new(app.clone());
+                let connection = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .into_owned();
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                    drop(permit);
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
 /// How often gRPC health is brought in line with readiness.
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
 
@@ -180,6 +240,9 @@ pub async fn serve_on_with(
     agentsearch_common::metrics::handle();
     let grpc_server = tonic::transport::Server::builder()
         .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
+        .layer(agentsearch_proto::admission::AdmissionLayer::new(
+            router.admission().clone(),
+        ))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -193,14 +256,15 @@ pub async fn serve_on_with(
             shutdown.clone(),
         );
 
+    let limits = router.limits().clone();
     let rest = app(RestState {
         router,
         auth,
         access,
     });
-    let http_server = axum::serve(http, rest).with_graceful_shutdown(shutdown);
+    let http_server = serve_http(http, rest, &limits, shutdown);
     tracing::info!(%http_addr, %grpc_addr, "router listening");
-    let (grpc_result, http_result) = tokio::join!(grpc_server, http_server.into_future());
+    let (grpc_result, http_result) = tokio::join!(grpc_server, http_server);
     let _ = stopped_tx.send(true);
     grpc_result.map_err(|e| Error::Internal(format!("gRPC server: {e}")))?;
     http_result.map_err(|e| Error::Internal(format!("HTTP server: {e}")))?;

@@ -21,6 +21,7 @@ use agentsearch_common::shard::{
 use agentsearch_common::{Error, Result};
 use agentsearch_index::tool_index::stable_id;
 use agentsearch_index::{SegmentIndexes, ToolIndexes};
+use agentsearch_proto::admission::Admission;
 
 /// Most segments a shard returns per retriever.
 const MAX_LIMIT: u32 = 1000;
@@ -327,12 +328,13 @@ pub async fn serve(
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     drain: std::time::Duration,
+    admission: Admission,
 ) -> Result<()> {
     auth.check_bind(addr, "the shard API")?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
-    serve_on_draining(shard, auth, listener, shutdown, drain).await
+    serve_on_draining(shard, auth, listener, shutdown, drain, admission).await
 }
 
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
@@ -342,18 +344,33 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    serve_on_draining(shard, auth, listener, shutdown, std::time::Duration::ZERO).await
+    let limits = agentsearch_common::config::LimitsConfig::default();
+    let admission = Admission::new(
+        4 * limits.max_in_flight as usize,
+        std::time::Duration::from_millis(limits.retry_after_ms),
+    );
+    serve_on_draining(
+        shard,
+        auth,
+        listener,
+        shutdown,
+        std::time::Duration::ZERO,
+        admission,
+    )
+    .await
 }
 
 /// [`serve_on`] with a drain period: when `shutdown` resolves, gRPC health turns NOT_SERVING at
 /// once (the indexes were opened before the listener, so it is SERVING until then), requests
-/// are still served for `drain`, then the listener closes and in-flight requests finish.
+/// are still served for `drain`, then the listener closes and in-flight requests finish. Calls
+/// beyond `admission`'s permits are refused with RESOURCE_EXHAUSTED at once.
 pub async fn serve_on_draining(
     shard: Arc<dyn ShardApi>,
     auth: Auth,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     drain: std::time::Duration,
+    admission: Admission,
 ) -> Result<()> {
     use tonic::server::NamedService;
     let addr = listener
@@ -388,6 +405,7 @@ pub async fn serve_on_draining(
     agentsearch_common::metrics::handle();
     tonic::transport::Server::builder()
         .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
+        .layer(agentsearch_proto::admission::AdmissionLayer::new(admission))
         .add_service(health_service)
         .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
         .serve_with_incoming_shutdown(

@@ -238,6 +238,7 @@ async fn a_shard_shutdown_turns_health_not_serving_before_it_stops() {
             let _ = stopped.await;
         },
         Duration::from_millis(1500),
+        agentsearch_proto::admission::Admission::new(64, Duration::from_millis(100)),
     ));
     wait_health(addr, ServingStatus::Serving).await;
     stop.send(()).unwrap();

@@ -10,6 +10,7 @@ mod durability;
 mod embedded;
 mod eval;
 mod lifecycle;
+mod limits;
 mod metrics;
 mod omissions;
 mod principals;

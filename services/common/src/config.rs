@@ -36,6 +36,7 @@ pub struct Config {
     pub grpc: SocketAddr,
     pub shards: ShardsConfig,
     pub server: ServerConfig,
+    pub limits: LimitsConfig,
     pub postgres: PostgresConfig,
     pub auth: AuthConfig,
     pub embed: EmbedConfig,
@@ -54,6 +55,7 @@ impl Default for Config {
             grpc: "127.0.0.1:50051".parse().expect("valid default"),
             shards: ShardsConfig::default(),
             server: ServerConfig::default(),
+            limits: LimitsConfig::default(),
             postgres: PostgresConfig::default(),
             auth: AuthConfig::default(),
             embed: EmbedConfig::default(),
@@ -118,6 +120,37 @@ pub struct PostgresConfig {
     pub tls_mode: PgTlsMode,
     /// PEM file of the certificate authorities `verify-full` trusts (default: the system's).
     pub ca_file: Option<PathBuf>,
+}
+
+/// What a process accepts at once: beyond these, requests are refused at once with
+/// `RATE_LIMITED` (HTTP 429, gRPC RESOURCE_EXHAUSTED) and `retryAfterMs`, never queued without
+/// bound. Health, readiness and metrics are never refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Requests served at once by a router (REST and gRPC together) or a shard (its gRPC calls).
+    /// A router's searches are CPU-bound: a few dozen per core keep latency within deadlines.
+    pub max_in_flight: u32,
+    /// The `retryAfterMs` a refused request is given.
+    pub retry_after_ms: u64,
+    /// A REST request taking longer is answered `TIMEOUT` (504); its writes still complete.
+    pub request_timeout_ms: u64,
+    /// A REST connection must send a request's headers within this time, or it is closed.
+    pub header_read_timeout_ms: u64,
+    /// Open REST connections; more are closed as they are accepted.
+    pub max_connections: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 128,
+            retry_after_ms: 200,
+            request_timeout_ms: 60_000,
+            header_read_timeout_ms: 10_000,
+            max_connections: 2048,
+        }
+    }
 }
 
 /// How the router's PostgreSQL connections use TLS.
@@ -633,6 +666,40 @@ impl Config {
                 "shards.refresh_secs: must be between 1 and 3600, got {}",
                 self.shards.refresh_secs
             ));
+        }
+        let l = &self.limits;
+        for (key, value, min, max) in [
+            (
+                "limits.max_in_flight",
+                u64::from(l.max_in_flight),
+                1,
+                100_000,
+            ),
+            ("limits.retry_after_ms", l.retry_after_ms, 1, 600_000),
+            (
+                "limits.request_timeout_ms",
+                l.request_timeout_ms,
+                100,
+                3_600_000,
+            ),
+            (
+                "limits.header_read_timeout_ms",
+                l.header_read_timeout_ms,
+                100,
+                600_000,
+            ),
+            (
+                "limits.max_connections",
+                u64::from(l.max_connections),
+                1,
+                1_000_000,
+            ),
+        ] {
+            if !(min..=max).contains(&value) {
+                errors.push(format!(
+                    "{key}: must be between {min} and {max}, got {value}"
+                ));
+            }
         }
         if self.server.drain_secs > 3600 {
             errors.push(format!(

@@ -1,0 +1,121 @@
+//! Admission control: at most `max_in_flight` requests are served at once; one more is refused
+//! at once with `RATE_LIMITED` and a `retryAfterMs`, so an overloaded server answers fast and
+//! explicitly instead of queueing without bound. Health checks and reflection are always
+//! admitted. A gRPC call holds its permit until its response starts: the whole of a unary call
+//! (every search), the opening of a streaming one. [`AdmissionLayer`] applies it to a tonic server; REST adapters call
+//! [`Admission::try_admit`] themselves, sharing the same permits.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use agentsearch_common::Error;
+use agentsearch_common::metrics::SHED;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The permits of one process (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Admission {
+    permits: Arc<Semaphore>,
+    retry_after: Duration,
+}
+
+impl Admission {
+    pub fn new(max_in_flight: usize, retry_after: Duration) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            retry_after,
+        }
+    }
+
+    /// A permit held for the request's life, or the error to answer (counted as shed on `api`).
+    pub fn try_admit(&self, api: &'static str) -> Result<OwnedSemaphorePermit, Error> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            metrics::counter!(SHED, "api" => api).increment(1);
+            Error::RateLimited {
+                retry_after: self.retry_after,
+            }
+        })
+    }
+
+    /// Permits free now.
+    pub fn available(&self) -> usize {
+        self.permits.available_permits()
+    }
+}
+
+/// Paths never refused: the servers' own health and reflection.
+fn exempt(path: &str) -> bool {
+    path.starts_with("/grpc.health.v1.Health/") || path.starts_with("/grpc.reflection.")
+}
+
+/// The tonic layer: `Server::builder().layer(AdmissionLayer::new(admission))`.
+#[derive(Clone, Debug)]
+pub struct AdmissionLayer {
+    admission: Admission,
+}
+
+impl AdmissionLayer {
+    pub fn new(admission: Admission) -> Self {
+        Self { admission }
+    }
+}
+
+impl<S> tower::Layer<S> for AdmissionLayer {
+    type Service = Admitted<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Admitted {
+            inner,
+            admission: self.admission.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Admitted<S> {
+    inner: S,
+    admission: Admission,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Admitted<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if exempt(request.uri().path()) {
+            return Box::pin(self.inner.call(request));
+        }
+        match self.admission.try_admit("grpc") {
+            Ok(permit) => {
+                let call = self.inner.call(request);
+                Box::pin(async move {
+                    let response = call.await;
+                    drop(permit);
+                    response
+                })
+            }
+            Err(error) => {
+                let request_id = agentsearch_common::ids::accept_request_id(
+                    request
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok()),
+                );
+                let status = crate::status_from_error(&error, &request_id);
+                Box::pin(async move { Ok(status.into_http()) })
+            }
+        }
+    }
+}
