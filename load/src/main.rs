@@ -200,6 +200,21 @@ fn report_search(
         "p50Ms": ms(result.histogram.value_at_quantile(0.50)), "p95Ms": ms(result.histogram.value_at_quantile(0.95)),
         "p99Ms": ms(result.histogram.value_at_quantile(0.99)), "maxMs": ms(result.histogram.max()),
     });
+    if result.shed > 0 {
+        let h = &result.shed_histogram;
+        println!(
+            "shed: {} refused (RESOURCE_EXHAUSTED), {:.1}/s; refusal latency ms p50 {:.2} p99 {:.2} max {:.2}",
+            result.shed,
+            result.shed as f64 / result.secs,
+            ms(h.value_at_quantile(0.50)),
+            ms(h.value_at_quantile(0.99)),
+            ms(h.max()),
+        );
+        report["shed"] = serde_json::json!({
+            "refused": result.shed, "perSec": result.shed as f64 / result.secs,
+            "p50Ms": ms(h.value_at_quantile(0.50)), "p99Ms": ms(h.value_at_quantile(0.99)), "maxMs": ms(h.max()),
+        });
+    }
     // The router traces a query embedding as `embed` when the model ran and `embed_cached` when
     // the query-embedding cache answered.
     let count = |label: &str| {
@@ -420,6 +435,9 @@ async fn ingest(
 struct RunResult {
     ok: u64,
     errors: u64,
+    /// Searches refused with RESOURCE_EXHAUSTED (load shedding), and how fast the refusals came.
+    shed: u64,
+    shed_histogram: Histogram<u64>,
     secs: f64,
     histogram: Histogram<u64>,
     steps: Vec<(String, Vec<f64>)>,
@@ -453,6 +471,10 @@ async fn run(
     let histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(
         1, 60_000_000, 3,
     )?));
+    let shed = Arc::new(AtomicU64::new(0));
+    let shed_histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(
+        1, 60_000_000, 3,
+    )?));
     let steps: Arc<Mutex<std::collections::BTreeMap<String, Vec<f64>>>> = Arc::default();
     let mut tasks = Vec::new();
     let query_seed = args.query_seed.unwrap_or_else(|| {
@@ -479,6 +501,7 @@ async fn run(
             histogram.clone(),
             steps.clone(),
         );
+        let (shed, shed_histogram) = (shed.clone(), shed_histogram.clone());
         tasks.push(tokio::spawn(async move {
             let mut rng = StdRng::seed_from_u64(
                 args.seed ^ query_seed ^ (worker as u64 + 1).wrapping_mul(0x9e37_79b9),
@@ -518,6 +541,12 @@ async fn run(
                             }
                         }
                     }
+                    Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                        shed.fetch_add(1, Ordering::Relaxed);
+                        let _ = shed_histogram
+                            .lock()
+                            .map(|mut h| h.record(took.as_micros() as u64));
+                    }
                     Err(status) => {
                         if errors.fetch_add(1, Ordering::Relaxed) < 5 {
                             eprintln!("search failed: {status}");
@@ -547,9 +576,15 @@ async fn run(
         .clone()
         .into_iter()
         .collect();
+    let shed_histogram = shed_histogram
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
     Ok(RunResult {
         ok: ok.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
+        shed: shed.load(Ordering::Relaxed),
+        shed_histogram,
         secs,
         histogram,
         steps,
