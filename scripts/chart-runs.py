@@ -226,6 +226,8 @@ class Run:
             declared = int(proc.config["grpc"].rsplit(":", 1)[1])
             proc.config["grpc"] = f"127.0.0.1:{port}"
             shard_ports[f"{pod}.{service}.{NAMESPACE}.svc.cluster.local:{declared}"] = port
+            if proc.config.get("server", {}).get("metrics_listen"):
+                proc.config["server"]["metrics_listen"] = f"127.0.0.1:{chart_lib.free_port()}"
             proc.write_config()
             shards.append((pod, proc))
 
@@ -406,7 +408,13 @@ class Run:
         sent = time.time()
         log(f"{router['pod']}: SIGTERM (drain_secs {drain}, grace {grace}s)")
         if drain > 0:
-            status, _ = http("GET", f"http://127.0.0.1:{router['http']}{ready_path}", timeout=2)
+            # Not ready as soon as the signal is handled (well within the drain period).
+            deadline = sent + min(1.0, drain / 2)
+            while True:
+                status, _ = http("GET", f"http://127.0.0.1:{router['http']}{ready_path}", timeout=2)
+                if status == 503 or time.time() > deadline:
+                    break
+                time.sleep(0.05)
             if status != 503:
                 raise Failed(f"{router['pod']}: draining but GET {ready_path} answered {status}, expected 503")
             status, _ = http("GET", f"http://127.0.0.1:{router['http']}{live_path}", timeout=2)
@@ -444,7 +452,12 @@ class Run:
         sent = time.time()
         log(f"{entry['name']}: SIGTERM (drain_secs {drain}, grace {grace}s)")
         if drain > 0:
-            got = grpc_health(port, timeout=1)
+            deadline = sent + min(1.0, drain / 2)
+            while True:
+                got = grpc_health(port, timeout=1)
+                if got == "NOT_SERVING" or time.time() > deadline:
+                    break
+                time.sleep(0.05)
             if got != "NOT_SERVING":
                 raise Failed(f"{entry['name']}: draining but grpc.health.v1 answered {got}, expected NOT_SERVING")
         try:

@@ -160,6 +160,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "postgres" $postgres
   "hydration" $hydration
   "embed" $embed
+  "limits" (default (dict) $c.limits)
   "search" (default (dict) $c.search)
   "lexical" (default (dict) $c.lexical)
   "context" (default (dict) $c.context)
@@ -179,7 +180,8 @@ sections as the routers. */}}
 {{- $config := dict
   "data_dir" $v.shard.dataDir
   "grpc" (printf "0.0.0.0:%d" (int $v.shard.grpcPort))
-  "server" (dict "drain_secs" $v.shard.drainSecs)
+  "server" (dict "drain_secs" $v.shard.drainSecs "metrics_listen" (printf "0.0.0.0:%d" (int $v.shard.metricsPort)))
+  "limits" (default (dict) $c.limits)
   "lexical" (default (dict) $c.lexical)
   "context" (default (dict) $c.context)
   "log" (default (dict) $c.log)
