@@ -12,7 +12,7 @@ use agentsearch_hydrate::{FileHydrator, HydrationService};
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, RestAccess, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
-use agentsearch_store::{MetadataStore, PgStore, PgTls, SqliteStore};
+use agentsearch_store::{MetadataStore, PgOptions, PgStore, PgTls, SqliteStore};
 use anyhow::Context;
 
 /// How often shards flush dense-index snapshots.
@@ -201,7 +201,7 @@ pub async fn serve_shard(
     // A shard answers every router's fan-out (two calls per search and shard): its limit is four
     // times a router's.
     let admission = agentsearch_proto::admission::Admission::new(
-        4 * config.limits.max_in_flight as usize,
+        4 * config.limits.effective_max_in_flight(),
         Duration::from_millis(config.limits.retry_after_ms),
     );
     agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain, admission).await?;
@@ -228,8 +228,14 @@ pub async fn postgres_store(config: &Config) -> anyhow::Result<Arc<dyn MetadataS
             ca_file: config.postgres.ca_file.clone(),
         },
     };
+    let options = PgOptions {
+        pool_size: pool,
+        tls,
+        pool_wait_timeout: Duration::from_millis(config.postgres.pool_wait_timeout_ms),
+        statement_timeout: Duration::from_millis(config.postgres.statement_timeout_ms),
+    };
     Ok(Arc::new(
-        PgStore::connect_with(url.expose(), &schema, pool, &tls)
+        PgStore::connect_with(url.expose(), &schema, &options)
             .await
             .context("connecting to PostgreSQL")?,
     ))

@@ -77,6 +77,10 @@ struct Args {
     /// Printed, so a run can be repeated.
     #[arg(long)]
     query_seed: Option<u64>,
+    /// A worker whose search is refused (RESOURCE_EXHAUSTED) waits the `retryAfterMs` the server
+    /// gave before its next search, as a well-behaved client does; without it, it retries at once.
+    #[arg(long)]
+    honor_retry_after: bool,
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN")]
     token: Option<String>,
@@ -546,6 +550,12 @@ async fn run(
                         let _ = shed_histogram
                             .lock()
                             .map(|mut h| h.record(took.as_micros() as u64));
+                        if args.honor_retry_after
+                            && let agentsearch_common::Error::RateLimited { retry_after } =
+                                agentsearch_proto::error_from_status(&status)
+                        {
+                            tokio::time::sleep(retry_after).await;
+                        }
                     }
                     Err(status) => {
                         if errors.fetch_add(1, Ordering::Relaxed) < 5 {

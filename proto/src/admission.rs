@@ -79,10 +79,32 @@ pub struct Admitted<S> {
     admission: Admission,
 }
 
+/// Most of a refused request's body read before answering. HTTP/2 servers close a connection
+/// on which they reset too many streams, and answering before the body ends resets the stream:
+/// reading it keeps a client that retries at once on its connection.
+const DRAIN_LIMIT: usize = 1 << 20;
+
+async fn drain<B: http_body::Body>(body: B) {
+    use bytes::Buf;
+    use http_body_util::BodyExt;
+    let mut body = std::pin::pin!(body);
+    let mut read = 0;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            read += data.remaining();
+            if read > DRAIN_LIMIT {
+                break;
+            }
+        }
+    }
+}
+
 impl<S, B> tower::Service<http::Request<B>> for Admitted<S>
 where
     S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
     S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -114,7 +136,11 @@ where
                         .and_then(|v| v.to_str().ok()),
                 );
                 let status = crate::status_from_error(&error, &request_id);
-                Box::pin(async move { Ok(status.into_http()) })
+                let body = request.into_body();
+                Box::pin(async move {
+                    drain(body).await;
+                    Ok(status.into_http())
+                })
             }
         }
     }

@@ -162,7 +162,7 @@ impl Router {
 
 fn admission_of(limits: &LimitsConfig) -> Admission {
     Admission::new(
-        limits.max_in_flight as usize,
+        limits.effective_max_in_flight(),
         Duration::from_millis(limits.retry_after_ms),
     )
 }

@@ -346,7 +346,7 @@ pub async fn serve_on(
 ) -> Result<()> {
     let limits = agentsearch_common::config::LimitsConfig::default();
     let admission = Admission::new(
-        4 * limits.max_in_flight as usize,
+        4 * limits.effective_max_in_flight(),
         std::time::Duration::from_millis(limits.retry_after_ms),
     );
     serve_on_draining(

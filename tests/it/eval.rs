@@ -17,17 +17,23 @@ async fn eval_table_on_a_tiny_dataset_as_passages() {
     eval_tiny("passages").await;
 }
 
-async fn eval_tiny(kind: &str) {
+/// Runs `eval --embedded` on `dataset` and returns its JSON report.
+async fn eval_report(
+    dataset: std::path::PathBuf,
+    kind: &str,
+    modes: &[&str],
+    max_queries: Option<usize>,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("eval.json");
     let args = EvalArgs {
-        dataset: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny"),
+        dataset,
         split: "test".into(),
         kind: kind.into(),
-        modes: vec!["lexical".into(), "dense".into(), "hybrid".into()],
+        modes: modes.iter().map(|m| m.to_string()).collect(),
         server: String::new(),
         embedded: true,
-        max_queries: None,
+        max_queries,
         dump: None,
         out: Some(out.clone()),
         token: None,
@@ -36,8 +42,12 @@ async fn eval_tiny(kind: &str) {
     let mut config = Config::default();
     config.embed.model_dir = model_dir();
     run(args, config).await.unwrap();
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+async fn eval_tiny(kind: &str) {
+    let dataset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny");
+    let report = eval_report(dataset, kind, &["lexical", "dense", "hybrid"], None).await;
     assert_eq!(report["dataset"], "beir-tiny");
     assert_eq!(report["split"], "test");
     assert_eq!(report["queries"], 4, "q5 has no judgments in the split");
@@ -122,26 +132,8 @@ fn every_shared_eval_corpus_is_a_valid_catalog() {
 /// MetaTool, whose catalog has an integration named `local`, ingests and scores end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metatool_ingests_and_scores() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("eval.json");
-    let args = EvalArgs {
-        dataset: shared_eval_dir().join("metatool"),
-        split: "test".into(),
-        kind: "tools".into(),
-        modes: vec!["lexical".into(), "hybrid".into()],
-        server: String::new(),
-        embedded: true,
-        max_queries: Some(40),
-        dump: None,
-        out: Some(out.clone()),
-        token: None,
-        project: None,
-    };
-    let mut config = Config::default();
-    config.embed.model_dir = model_dir();
-    run(args, config).await.unwrap();
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let dataset = shared_eval_dir().join("metatool");
+    let report = eval_report(dataset, "tools", &["lexical", "hybrid"], Some(40)).await;
     assert_eq!(report["queries"], 40);
     for mode in ["lexical", "hybrid"] {
         let ndcg = report["modes"][mode]["ndcg@10"].as_f64().unwrap();

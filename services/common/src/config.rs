@@ -106,7 +106,7 @@ impl Default for ShardsConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PostgresConfig {
     /// `postgres://user@host:port/db`; required by `router`.
@@ -120,6 +120,10 @@ pub struct PostgresConfig {
     pub tls_mode: PgTlsMode,
     /// PEM file of the certificate authorities `verify-full` trusts (default: the system's).
     pub ca_file: Option<PathBuf>,
+    /// How long a request waits for a pooled connection before failing as unavailable (ms).
+    pub pool_wait_timeout_ms: u64,
+    /// The server cancels any statement running longer (`statement_timeout`, ms).
+    pub statement_timeout_ms: u64,
 }
 
 /// What a process accepts at once: beyond these, requests are refused at once with
@@ -128,8 +132,9 @@ pub struct PostgresConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
-    /// Requests served at once by a router (REST and gRPC together) or a shard (its gRPC calls).
-    /// A router's searches are CPU-bound: a few dozen per core keep latency within deadlines.
+    /// Requests served at once by a router (REST and gRPC together); a shard admits four times
+    /// as many of its gRPC calls. 0 (the default) means four per CPU core: searches are
+    /// CPU-bound, and more in flight only queue (see BENCHMARKS.md, "Overload").
     pub max_in_flight: u32,
     /// The `retryAfterMs` a refused request is given.
     pub retry_after_ms: u64,
@@ -141,14 +146,38 @@ pub struct LimitsConfig {
     pub max_connections: u32,
 }
 
+impl LimitsConfig {
+    /// `max_in_flight`, with 0 read as four per CPU core (at least 4).
+    pub fn effective_max_in_flight(&self) -> usize {
+        match self.max_in_flight {
+            0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        }
+    }
+}
+
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
-            max_in_flight: 128,
+            max_in_flight: 0,
             retry_after_ms: 200,
             request_timeout_ms: 60_000,
             header_read_timeout_ms: 10_000,
             max_connections: 2048,
+        }
+    }
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            schema: None,
+            pool_size: None,
+            tls_mode: PgTlsMode::Disable,
+            ca_file: None,
+            pool_wait_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
         }
     }
 }
@@ -672,7 +701,7 @@ impl Config {
             (
                 "limits.max_in_flight",
                 u64::from(l.max_in_flight),
-                1,
+                0,
                 100_000,
             ),
             ("limits.retry_after_ms", l.retry_after_ms, 1, 600_000),
@@ -706,6 +735,22 @@ impl Config {
                 "server.drain_secs: must be at most 3600, got {}",
                 self.server.drain_secs
             ));
+        }
+        for (key, value) in [
+            (
+                "postgres.pool_wait_timeout_ms",
+                self.postgres.pool_wait_timeout_ms,
+            ),
+            (
+                "postgres.statement_timeout_ms",
+                self.postgres.statement_timeout_ms,
+            ),
+        ] {
+            if !(10..=3_600_000).contains(&value) {
+                errors.push(format!(
+                    "{key}: must be between 10 and 3600000, got {value}"
+                ));
+            }
         }
         if self.postgres.ca_file.is_some() && self.postgres.tls_mode != PgTlsMode::VerifyFull {
             errors

@@ -16,7 +16,7 @@ mod sqlite;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use pg_tls::PgTls;
-pub use postgres::PgStore;
+pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 pub type Result<T> = std::result::Result<T, StoreError>;

@@ -29,21 +29,44 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// How a [`PgStore`] connects.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    pub pool_size: usize,
+    pub tls: PgTls,
+    /// How long a call waits for a pooled connection before failing as unavailable.
+    pub pool_wait_timeout: std::time::Duration,
+    /// The server cancels a statement running longer (`statement_timeout`).
+    pub statement_timeout: std::time::Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            tls: PgTls::Disable,
+            pool_wait_timeout: std::time::Duration::from_secs(5),
+            statement_timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
 impl PgStore {
     /// Connects to `url` without TLS, creates `schema` if needed, migrates it, and keeps a pool of
     /// `pool_size`.
     pub async fn connect(url: &str, schema: &str, pool_size: usize) -> Result<Self> {
-        Self::connect_with(url, schema, pool_size, &PgTls::Disable).await
+        let options = PgOptions {
+            pool_size,
+            ..PgOptions::default()
+        };
+        Self::connect_with(url, schema, &options).await
     }
 
-    /// [`PgStore::connect`] with the TLS mode `tls` (TLS is then required of every connection,
-    /// whatever `sslmode` the URL names).
-    pub async fn connect_with(
-        url: &str,
-        schema: &str,
-        pool_size: usize,
-        tls: &PgTls,
-    ) -> Result<Self> {
+    /// [`PgStore::connect`] with `options`: TLS (then required of every connection, whatever
+    /// `sslmode` the URL names) and the timeouts that keep a slow or saturated server from holding
+    /// requests without bound.
+    pub async fn connect_with(url: &str, schema: &str, options: &PgOptions) -> Result<Self> {
+        let (pool_size, tls) = (options.pool_size, &options.tls);
         let valid_schema = schema
             .chars()
             .next()
@@ -58,7 +81,10 @@ impl PgStore {
         }
         let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        config.options(format!("-c search_path={schema}"));
+        config.options(format!(
+            "-c search_path={schema} -c statement_timeout={}",
+            options.statement_timeout.as_millis()
+        ));
         config.connect_timeout(std::time::Duration::from_secs(5));
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -72,6 +98,10 @@ impl PgStore {
         };
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(options.pool_wait_timeout))
+            .create_timeout(Some(std::time::Duration::from_secs(5)))
+            .recycle_timeout(Some(std::time::Duration::from_secs(5)))
             .build()
             .map_err(backend)?;
         let store = Self { pool };
@@ -907,6 +937,14 @@ mod tests {
             .unwrap();
     }
 
+    fn tls_options(tls: PgTls) -> PgOptions {
+        PgOptions {
+            pool_size: 1,
+            tls,
+            ..PgOptions::default()
+        }
+    }
+
     /// Whether the session of `store`'s pooled client is encrypted.
     async fn encrypted(store: &PgStore) -> bool {
         let client = store.client().await.unwrap();
@@ -939,7 +977,7 @@ mod tests {
             "tls_mode = disable stays in clear"
         );
 
-        let require = PgStore::connect_with(&url(), "t_tls_probe", 1, &PgTls::Require)
+        let require = PgStore::connect_with(&url(), "t_tls_probe", &tls_options(PgTls::Require))
             .await
             .unwrap();
         assert!(encrypted(&require).await);
@@ -949,12 +987,12 @@ mod tests {
             ca_file: Some(cert.clone().into()),
         };
         let by_name = url().replace("127.0.0.1", "localhost");
-        let verified = PgStore::connect_with(&by_name, "t_tls_probe", 1, &ca)
+        let verified = PgStore::connect_with(&by_name, "t_tls_probe", &tls_options(ca.clone()))
             .await
             .unwrap_or_else(|e| panic!("verify-full with {cert} as the CA, as localhost: {e}"));
         assert!(encrypted(&verified).await);
         // ... refused under a name the certificate does not carry,
-        let err = PgStore::connect_with(&url(), "t_tls_probe", 1, &ca)
+        let err = PgStore::connect_with(&url(), "t_tls_probe", &tls_options(ca))
             .await
             .err()
             .expect("127.0.0.1 is not a name of the certificate");
@@ -966,7 +1004,7 @@ mod tests {
                 ca_file: Some(bundle.into()),
             };
             assert!(
-                PgStore::connect_with(&by_name, "t_tls_probe", 1, &public)
+                PgStore::connect_with(&by_name, "t_tls_probe", &tls_options(public))
                     .await
                     .is_err()
             );
@@ -975,11 +1013,41 @@ mod tests {
         let missing = PgTls::VerifyFull {
             ca_file: Some("/nonexistent/ca.pem".into()),
         };
-        let err = PgStore::connect_with(&by_name, "t_tls_probe", 1, &missing)
+        let err = PgStore::connect_with(&by_name, "t_tls_probe", &tls_options(missing))
             .await
             .err()
             .unwrap();
         assert!(err.to_string().contains("postgres.ca_file"), "{err}");
+    }
+
+    /// A statement running past the statement timeout is cancelled by the server; a call waiting
+    /// for a pooled connection past the wait timeout fails as unavailable.
+    #[tokio::test]
+    async fn slow_statements_and_pool_waits_are_bounded() {
+        let options = PgOptions {
+            pool_size: 1,
+            pool_wait_timeout: std::time::Duration::from_millis(200),
+            statement_timeout: std::time::Duration::from_millis(300),
+            ..PgOptions::default()
+        };
+        let store = PgStore::connect_with(&url(), "t_timeouts", &options)
+            .await
+            .unwrap();
+        let client = store.client().await.unwrap();
+        let err = client
+            .batch_execute("SELECT pg_sleep(5)")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("statement timeout"), "{err}");
+        // The only connection is held: the next call gives up after the wait timeout.
+        let waited = store
+            .client()
+            .await
+            .err()
+            .expect("the pool has no free connection");
+        assert!(matches!(waited, StoreError::Unavailable(_)), "{waited}");
+        drop(client);
+        assert!(store.client().await.is_ok());
     }
 
     #[tokio::test]
