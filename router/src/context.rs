@@ -449,7 +449,14 @@ impl Router {
             }
             Some((Err(err), took)) => {
                 trace.push("embed", took);
-                tracing::warn!(request_id, error = %err, "query embedding failed");
+                if let Error::RateLimited { .. } = err {
+                    tracing::debug!(request_id, "query embedding skipped: the queue is full");
+                    if req.mode == RetrievalMode::Dense {
+                        return Err(err);
+                    }
+                } else {
+                    tracing::warn!(request_id, error = %err, "query embedding failed");
+                }
                 if req.mode == RetrievalMode::Dense {
                     return Err(Error::Unavailable(
                         "the embedding model is unavailable".into(),

@@ -78,6 +78,8 @@ pub struct Router {
     limits: LimitsConfig,
     /// Permits of requests served at once, REST and gRPC together.
     admission: Admission,
+    /// Permits of query embeddings computed or waiting at once.
+    embed_queue: Arc<tokio::sync::Semaphore>,
 }
 
 impl Router {
@@ -99,6 +101,9 @@ impl Router {
             drain: Duration::ZERO,
             limits: LimitsConfig::default(),
             admission: admission_of(&LimitsConfig::default()),
+            embed_queue: Arc::new(tokio::sync::Semaphore::new(
+                LimitsConfig::default().effective_max_queued_embeddings(),
+            )),
         }
     }
 
@@ -117,6 +122,9 @@ impl Router {
     /// Serves within `limits` (`[limits]`): admission, timeouts, connections.
     pub fn with_limits(mut self, limits: LimitsConfig) -> Self {
         self.admission = admission_of(&limits);
+        self.embed_queue = Arc::new(tokio::sync::Semaphore::new(
+            limits.effective_max_queued_embeddings(),
+        ));
         self.limits = limits;
         self
     }

@@ -325,7 +325,16 @@ impl Router {
             }
             Some((Err(err), took)) => {
                 trace.push("embed", took);
-                tracing::warn!(request_id, error = %err, "query embedding failed");
+                if let Error::RateLimited { .. } = err {
+                    // The embedding queue is full: dense-only searches are refused, others rank
+                    // by BM25 alone.
+                    tracing::debug!(request_id, "query embedding skipped: the queue is full");
+                    if q.mode == RetrievalMode::Dense {
+                        return Err(err);
+                    }
+                } else {
+                    tracing::warn!(request_id, error = %err, "query embedding failed");
+                }
                 if q.mode == RetrievalMode::Dense {
                     return Err(Error::Unavailable(
                         "the embedding model is unavailable".into(),
@@ -1074,17 +1083,29 @@ impl Router {
             .collect()
     }
 
-    /// The query's embedding and whether the query-embedding cache answered.
+    /// The query's embedding and whether the query-embedding cache answered. A query that
+    /// would queue beyond `limits.max_queued_embeddings` is not embedded: the error makes the
+    /// search rank by BM25 alone.
     pub(crate) async fn embed_query(&self, query: &str) -> Result<(Arc<Vec<f32>>, bool)> {
         if let Some(vector) = self.embedder.cached(query) {
             return Ok((vector, true));
         }
+        let Ok(permit) = self.embed_queue.clone().try_acquire_owned() else {
+            metrics::counter!(agentsearch_common::metrics::EMBED_QUEUE_FULL).increment(1);
+            return Err(Error::RateLimited {
+                retry_after: Duration::from_millis(self.limits.retry_after_ms),
+            });
+        };
         let embedder = self.embedder.clone();
         let query = query.to_string();
-        tokio::task::spawn_blocking(move || embedder.embed_query(&query))
-            .await
-            .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
-            .map_err(|e| Error::Unavailable(e.to_string()))
+        tokio::task::spawn_blocking(move || {
+            let vector = embedder.embed_query(&query);
+            drop(permit);
+            vector
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
+        .map_err(|e| Error::Unavailable(e.to_string()))
     }
 }
 

@@ -424,6 +424,144 @@ impl Embedder for FlakyEmbedder {
     }
 }
 
+/// An embedder whose single-text (query) passes wait, once `hold` is set, until released.
+struct HeldEmbedder {
+    inner: Arc<dyn Embedder>,
+    hold: AtomicBool,
+    entered: AtomicUsize,
+    released: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl HeldEmbedder {
+    fn release(&self) {
+        *self.released.lock().unwrap() = true;
+        self.wake.notify_all();
+    }
+}
+
+impl Embedder for HeldEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> agentsearch_embed::Result<Vec<Vec<f32>>> {
+        if texts.len() == 1 && self.hold.load(Ordering::SeqCst) {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            let mut released = self.released.lock().unwrap();
+            while !*released {
+                released = self.wake.wait(released).unwrap();
+            }
+        }
+        self.inner.embed(texts)
+    }
+}
+
+/// Query embeddings beyond `limits.max_queued_embeddings` are not queued behind the model: the
+/// search ranks by BM25 alone and says so; a dense-only search is refused as RATE_LIMITED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_embedding_queue_fails_open_to_lexical() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(HeldEmbedder {
+        inner: embedder(),
+        hold: AtomicBool::new(false),
+        entered: AtomicUsize::new(0),
+        released: std::sync::Mutex::new(false),
+        wake: std::sync::Condvar::new(),
+    });
+    let router = assemble(
+        sqlite(dir.path()),
+        vec![open_shard(&dir.path().join("shard")) as Arc<dyn ShardApi>],
+        model.clone(),
+        0,
+        None,
+    )
+    .await;
+    let router = Arc::new(
+        Arc::try_unwrap(router)
+            .ok()
+            .expect("only this test holds the router")
+            .with_limits(agentsearch_common::config::LimitsConfig {
+                max_queued_embeddings: 1,
+                ..Default::default()
+            }),
+    );
+    load(&router, PROJECT, fixture_catalog()).await;
+    let (http, _grpc) = start_router(router, Auth::default()).await;
+    model.hold.store(true, Ordering::SeqCst);
+
+    // One query's embedding takes the only place and waits in the model.
+    let addr = http.addr;
+    let first = tokio::spawn(async move {
+        call(
+            addr,
+            "POST",
+            &search_path(),
+            None,
+            r#"{"query": "send an invoice"}"#,
+        )
+        .await
+    });
+    for _ in 0..200 {
+        if model.entered.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(model.entered.load(Ordering::SeqCst), 1);
+
+    // The next one is not queued behind it.
+    let reply = call(
+        addr,
+        "POST",
+        &search_path(),
+        None,
+        r#"{"query": "close a solved ticket"}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["usage"]["strategy"], "semantic_failed_open");
+    assert_eq!(reply.json["usage"]["degraded"], "lexical_only");
+    assert_eq!(
+        tool_names(&reply.json).first().map(String::as_str),
+        Some("TICKETEER_CLOSE_TICKET")
+    );
+    let reply = call(
+        addr,
+        "POST",
+        &search_path(),
+        None,
+        r#"{"query": "close a solved ticket", "mode": "dense"}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 429, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "RATE_LIMITED");
+    assert_eq!(
+        model.entered.load(Ordering::SeqCst),
+        1,
+        "nothing else reached the model"
+    );
+
+    // Released, the first search completes with both retrievers, and the place is free again.
+    model.release();
+    let reply = first.await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["usage"]["strategy"], "hybrid", "{}", reply.text);
+    let reply = call(
+        addr,
+        "POST",
+        &search_path(),
+        None,
+        r#"{"query": "archive a ticket"}"#,
+    )
+    .await;
+    assert_eq!(reply.json["usage"]["strategy"], "hybrid", "{}", reply.text);
+}
+
 const HEALTHY: u8 = 0;
 /// Tool searches answer without lexical hits and report the lexical index of every integration
 /// as failed.

@@ -144,9 +144,21 @@ pub struct LimitsConfig {
     pub header_read_timeout_ms: u64,
     /// Open REST connections; more are closed as they are accepted.
     pub max_connections: u32,
+    /// Query embeddings computed or waiting for a core at once (0: two per CPU core). A search
+    /// whose query would wait beyond it ranks by BM25 alone (`degraded: lexical_only`) instead of
+    /// queueing behind the model.
+    pub max_queued_embeddings: u32,
 }
 
 impl LimitsConfig {
+    /// `max_queued_embeddings`, with 0 read as two per CPU core.
+    pub fn effective_max_queued_embeddings(&self) -> usize {
+        match self.max_queued_embeddings {
+            0 => 2 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        }
+    }
+
     /// `max_in_flight`, with 0 read as four per CPU core (at least 4).
     pub fn effective_max_in_flight(&self) -> usize {
         match self.max_in_flight {
@@ -164,6 +176,7 @@ impl Default for LimitsConfig {
             request_timeout_ms: 60_000,
             header_read_timeout_ms: 10_000,
             max_connections: 2048,
+            max_queued_embeddings: 0,
         }
     }
 }
