@@ -77,6 +77,13 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let (service, method) = split(request.uri().path());
+        let request_id = request
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| v.len() <= 128)
+            .unwrap_or("-")
+            .to_string();
         let started = Instant::now();
         metrics::gauge!(IN_FLIGHT, "api" => "grpc").increment(1.0);
         let call = self.inner.call(request);
@@ -106,8 +113,20 @@ where
                 "code" => code,
             )
             .increment(1);
+            let elapsed = started.elapsed();
+            // The access log: one line per call, never a message or a credential.
+            tracing::info!(
+                target: "agentsearch::access",
+                api = "grpc",
+                service = %service,
+                method = %method,
+                code,
+                duration_ms = elapsed.as_secs_f64() * 1e3,
+                request_id = %request_id,
+                "request"
+            );
             metrics::histogram!(GRPC_DURATION, "service" => service, "method" => method)
-                .record(started.elapsed().as_secs_f64());
+                .record(elapsed.as_secs_f64());
             result
         })
     }

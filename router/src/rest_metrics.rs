@@ -57,8 +57,26 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         "code" => code,
     )
     .increment(1);
+    let elapsed = started.elapsed();
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    // The access log: one line per request, never a body, a query or a credential.
+    tracing::info!(
+        target: "agentsearch::access",
+        api = "rest",
+        route = %route,
+        method,
+        status = status.as_u16(),
+        code,
+        duration_ms = elapsed.as_secs_f64() * 1e3,
+        request_id,
+        "request"
+    );
     metrics::histogram!(HTTP_DURATION, "route" => route, "method" => method)
-        .record(started.elapsed().as_secs_f64());
+        .record(elapsed.as_secs_f64());
     response
 }
 

@@ -119,6 +119,11 @@ impl PgStore {
     async fn migrate(&self, schema: &str) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
+        // Migrations (and waiting for another router's) are not bounded by the statement timeout
+        // meant for requests.
+        tx.batch_execute("SET LOCAL statement_timeout = 0")
+            .await
+            .map_err(backend)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await
             .map_err(backend)?;
@@ -1038,7 +1043,11 @@ mod tests {
             .batch_execute("SELECT pg_sleep(5)")
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("statement timeout"), "{err}");
+        assert_eq!(
+            err.code(),
+            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+            "{err:?}"
+        );
         // The only connection is held: the next call gives up after the wait timeout.
         let waited = store
             .client()
