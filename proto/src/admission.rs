@@ -46,8 +46,11 @@ impl Admission {
 }
 
 /// Paths never refused: the servers' own health and reflection.
+/// The shard's `Info` too: it is how routers probe a shard, and a busy shard is not a lost one.
 fn exempt(path: &str) -> bool {
-    path.starts_with("/grpc.health.v1.Health/") || path.starts_with("/grpc.reflection.")
+    path.starts_with("/grpc.health.v1.Health/")
+        || path.starts_with("/grpc.reflection.")
+        || path == "/agentsearch.shard.v1.Shard/Info"
 }
 
 /// The tonic layer: `Server::builder().layer(AdmissionLayer::new(admission))`.
@@ -83,6 +86,8 @@ pub struct Admitted<S> {
 /// on which they reset too many streams, and answering before the body ends resets the stream:
 /// reading it keeps a client that retries at once on its connection.
 const DRAIN_LIMIT: usize = 1 << 20;
+/// Longest wait for a refused request's body.
+const DRAIN_WAIT: Duration = Duration::from_millis(200);
 
 async fn drain<B: http_body::Body>(body: B) {
     use bytes::Buf;
@@ -138,10 +143,33 @@ where
                 let status = crate::status_from_error(&error, &request_id);
                 let body = request.into_body();
                 Box::pin(async move {
-                    drain(body).await;
+                    // A stream whose client waits for an answer before sending more never ends:
+                    // bounded, so a refusal is never held.
+                    let _ = tokio::time::timeout(DRAIN_WAIT, drain(body)).await;
                     Ok(status.into_http())
                 })
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn probes_and_health_are_never_refused() {
+        for path in [
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            "/agentsearch.shard.v1.Shard/Info",
+        ] {
+            assert!(super::exempt(path), "{path}");
+        }
+        for path in [
+            "/agentsearch.shard.v1.Shard/SearchTools",
+            "/agentsearch.v1.ToolSearch/SearchTools",
+            "/agentsearch.shard.v1.Shard/Info/x",
+        ] {
+            assert!(!super::exempt(path), "{path}");
         }
     }
 }

@@ -27,6 +27,23 @@ pub struct GrpcMetrics<S> {
     inner: S,
 }
 
+/// One request in the in-flight gauge, until dropped: when the request ends, or when its future
+/// is dropped because the client went away.
+pub struct InFlight(&'static str);
+
+impl InFlight {
+    pub fn new(api: &'static str) -> Self {
+        metrics::gauge!(IN_FLIGHT, "api" => api).increment(1.0);
+        Self(api)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics::gauge!(IN_FLIGHT, "api" => self.0).decrement(1.0);
+    }
+}
+
 /// The name of a gRPC status code, as the labels carry it.
 pub fn code_name(code: i32) -> &'static str {
     match code {
@@ -85,11 +102,11 @@ where
             .unwrap_or("-")
             .to_string();
         let started = Instant::now();
-        metrics::gauge!(IN_FLIGHT, "api" => "grpc").increment(1.0);
+        let in_flight = InFlight::new("grpc");
         let call = self.inner.call(request);
         Box::pin(async move {
             let result = call.await;
-            metrics::gauge!(IN_FLIGHT, "api" => "grpc").decrement(1.0);
+            drop(in_flight);
             // A status in the headers is a trailers-only answer (an error); otherwise the call
             // succeeded so far, its status coming in the trailers.
             let code = match &result {

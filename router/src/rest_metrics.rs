@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use agentsearch_common::ErrorCode;
-use agentsearch_common::metrics::{CONTENT_TYPE, HTTP_DURATION, HTTP_REQUESTS, IN_FLIGHT};
+use agentsearch_common::metrics::{CONTENT_TYPE, HTTP_DURATION, HTTP_REQUESTS};
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
@@ -36,9 +36,9 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         _ => "OTHER",
     };
     let started = Instant::now();
-    metrics::gauge!(IN_FLIGHT, "api" => "rest").increment(1.0);
+    let in_flight = agentsearch_proto::grpc_metrics::InFlight::new("rest");
     let response = next.run(request).await;
-    metrics::gauge!(IN_FLIGHT, "api" => "rest").decrement(1.0);
+    drop(in_flight);
     let route = response
         .extensions()
         .get::<RouteTag>()

@@ -65,11 +65,17 @@ async fn serve_http(
     let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections as usize));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
+    let header_read = Duration::from_millis(limits.header_read_timeout_ms);
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(header_read);
+    // Idle HTTP/2 connections are pinged, and closed when the ping goes unanswered.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -90,13 +96,18 @@ async fn serve_http(
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let service = TowerToHyperService::new(app.clone());
-                let connection = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .into_owned();
-                let connection = graceful.watch(connection);
+                let (app, builder, watcher) = (app.clone(), builder.clone(), graceful.watcher());
                 tokio::spawn(async move {
-                    let _ = connection.await;
+                    // A connection that sends nothing within the header-read timeout is closed
+                    // (before its first byte, hyper applies no timeout of its own).
+                    let mut first = [0u8; 1];
+                    match tokio::time::timeout(header_read, stream.peek(&mut first)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => return,
+                    }
+                    let service = TowerToHyperService::new(app);
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    let _ = watcher.watch(connection.into_owned()).await;
                     drop(permit);
                 });
             }
@@ -104,7 +115,14 @@ async fn serve_http(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Open requests finish within their timeout; a connection that still holds on is cut.
+    let limit = Duration::from_millis(limits.request_timeout_ms);
+    if tokio::time::timeout(limit, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("REST connections still open after limits.request_timeout_ms: closing them");
+    }
     Ok(())
 }
 
@@ -239,10 +257,12 @@ pub async fn serve_on_with(
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     agentsearch_common::metrics::handle();
     let grpc_server = tonic::transport::Server::builder()
-        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
+        // Admission first: a refused call never reaches routing, so metrics label only calls
+        // that were routed (refusals are counted by agentsearch_requests_shed_total).
         .layer(agentsearch_proto::admission::AdmissionLayer::new(
             router.admission().clone(),
         ))
+        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -262,8 +282,26 @@ pub async fn serve_on_with(
         auth,
         access,
     });
-    let http_server = serve_http(http, rest, &limits, shutdown);
+    let http_server = serve_http(http, rest, &limits, shutdown.clone());
     tracing::info!(%http_addr, %grpc_addr, "router listening");
+    // After the shutdown signal and the drain, in-flight calls get limits.request_timeout_ms to
+    // finish; a stream still open then (a client that never ends its ingest) is cut.
+    let cut = {
+        let request_timeout = Duration::from_millis(limits.request_timeout_ms);
+        async move {
+            shutdown.await;
+            tokio::time::sleep(request_timeout).await;
+        }
+    };
+    let grpc_server = async {
+        tokio::select! {
+            result = grpc_server => result,
+            () = cut => {
+                tracing::warn!("gRPC calls still open after limits.request_timeout_ms: closing them");
+                Ok(())
+            }
+        }
+    };
     let (grpc_result, http_result) = tokio::join!(grpc_server, http_server);
     let _ = stopped_tx.send(true);
     grpc_result.map_err(|e| Error::Internal(format!("gRPC server: {e}")))?;

@@ -550,6 +550,10 @@ impl ShardSet {
                         slot.id = Some(info.shard_id);
                     }
                 }
+                // A shard at its concurrency limit answered: busy, not lost.
+                Err(Error::RateLimited { .. }) => {
+                    slot.reachable = true;
+                }
                 Err(err) => {
                     if slot.reachable {
                         tracing::warn!(address = %slot.address, error = %err, "shard unreachable");

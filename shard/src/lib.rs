@@ -286,6 +286,16 @@ impl ShardApi for LocalShard {
     }
 }
 
+/// How long a stopping shard waits for in-flight calls after its drain period.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn futures_util_shared(
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
+    use futures::FutureExt;
+    shutdown.boxed().shared()
+}
+
 /// Serves the shard's Prometheus metrics at `GET /metrics` on `listener` until `shutdown`
 /// resolves: what its gRPC layer recorded, plus gauges read from the shard as it is scraped
 /// (indexes, tools, resident memory). No credentials: bind it where only the scraper reaches.
@@ -403,15 +413,26 @@ pub async fn serve_on_draining(
     };
     tracing::info!(%addr, "shard gRPC listening");
     agentsearch_common::metrics::handle();
-    tonic::transport::Server::builder()
-        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
+    let shutdown = futures_util_shared(shutdown);
+    let server = tonic::transport::Server::builder()
         .layer(agentsearch_proto::admission::AdmissionLayer::new(admission))
+        .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)
         .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
-        .await
-        .map_err(|e| Error::Internal(format!("shard server: {e}")))
+            shutdown.clone(),
+        );
+    // After the drain, in-flight calls get SHUTDOWN_GRACE to finish; a call still open then (a
+    // router that never ends a stream) is cut, so the shard exits and flushes.
+    tokio::select! {
+        result = server => result.map_err(|e| Error::Internal(format!("shard server: {e}"))),
+        () = async {
+            shutdown.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!("shard calls still open after the drain: closing them");
+            Ok(())
+        }
+    }
 }

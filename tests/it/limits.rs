@@ -258,6 +258,12 @@ async fn slow_headers_and_excess_connections_are_closed() {
         String::from_utf8_lossy(&buf)
     );
 
+    // A connection that sends nothing at all is closed too, freeing its place.
+    let mut silent = tokio::net::TcpStream::connect(env.http.addr).await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "a silent connection stayed open");
+
     // Two idle connections take the connection budget; a third is closed unanswered.
     let _a = tokio::net::TcpStream::connect(env.http.addr).await.unwrap();
     let _b = tokio::net::TcpStream::connect(env.http.addr).await.unwrap();

@@ -974,14 +974,14 @@ fn redact_secret(value: &str) -> String {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
     {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        let host = authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, host)| host);
-        let tail = tail.split_once('?').map_or(tail, |(path, _)| path);
-        let credentials = if authority.contains('@') { "***@" } else { "" };
-        return format!("{scheme}://{credentials}{host}{tail}");
+        // Credentials run to the last `@` (a password may hold `/`, `?` or `@`); hiding too much
+        // is the safe side.
+        let (credentials, rest) = match rest.rsplit_once('@') {
+            Some((_, host_and_path)) => ("***@", host_and_path),
+            None => ("", rest),
+        };
+        let rest = rest.split_once('?').map_or(rest, |(path, _)| path);
+        return format!("{scheme}://{credentials}{rest}");
     }
     "***".to_string()
 }
@@ -1001,6 +1001,10 @@ mod tests {
             "redis://cache:6379/0"
         );
         assert_eq!(super::redact_secret("a-long-service-token"), "***");
+        assert_eq!(
+            super::redact_secret("postgres://app:ab/cd?e@db:5432/x"),
+            "postgres://***@db:5432/x"
+        );
         let mut config = Config::default();
         config.auth.token = Some(Secret::new("service-token-0123456789"));
         config.postgres.url = Some(Secret::new("postgres://u:pw-123@h/db"));
