@@ -38,11 +38,6 @@ impl Admission {
             }
         })
     }
-
-    /// Permits free now.
-    pub fn available(&self) -> usize {
-        self.permits.available_permits()
-    }
 }
 
 /// Paths never refused: the servers' own health and reflection.
