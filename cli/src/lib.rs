@@ -172,8 +172,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.shards.local = args.shards.unwrap_or(config.shards.local);
             config.validate()?;
             check_role(&config, Role::Serve)?;
-            agentsearch_common::telemetry::init(config.log.json);
-            node::serve_embedded(config, !args.no_demo, shutdown_signal()).await
+            let telemetry = start_telemetry(&config, "serve")?;
+            let result = node::serve_embedded(config, !args.no_demo, shutdown_signal()).await;
+            stop_telemetry(telemetry).await;
+            result
         }
         Command::Shard(args) => {
             let mut config = load_config(cli.config.as_deref())?;
@@ -181,8 +183,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.data_dir = args.data_dir.unwrap_or(config.data_dir);
             config.validate()?;
             check_role(&config, Role::Shard)?;
-            agentsearch_common::telemetry::init(config.log.json);
-            node::serve_shard(config, shutdown_signal()).await
+            let telemetry = start_telemetry(&config, "shard")?;
+            let result = node::serve_shard(config, shutdown_signal()).await;
+            stop_telemetry(telemetry).await;
+            result
         }
         Command::Router(args) => {
             let mut config = load_config(cli.config.as_deref())?;
@@ -196,8 +200,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             config.validate()?;
             check_role(&config, Role::Router)?;
-            agentsearch_common::telemetry::init(config.log.json);
-            node::serve_router(config, shutdown_signal()).await
+            let telemetry = start_telemetry(&config, "router")?;
+            let result = node::serve_router(config, shutdown_signal()).await;
+            stop_telemetry(telemetry).await;
+            result
         }
         Command::Catalog(CatalogCommand::Load(args)) => client::load(args).await,
         Command::Search(args) => client::search(args).await,
@@ -243,6 +249,24 @@ fn config_check(file: Option<&std::path::Path>, args: &ConfigCheckArgs) -> anyho
         print!("{}", config.redacted_toml());
     }
     Ok(())
+}
+
+/// Logs, and traces when a collector is configured.
+fn start_telemetry(
+    config: &Config,
+    role: &str,
+) -> anyhow::Result<agentsearch_common::telemetry::Telemetry> {
+    let telemetry = agentsearch_common::telemetry::init(&config.log, &config.telemetry, role)
+        .map_err(anyhow::Error::msg)?;
+    if telemetry.exporting() {
+        tracing::info!(role, "exporting traces over OTLP");
+    }
+    Ok(telemetry)
+}
+
+/// Sends the spans still buffered before the process exits.
+async fn stop_telemetry(telemetry: agentsearch_common::telemetry::Telemetry) {
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
 }
 
 /// Refuses to start a process whose configuration lacks what its role needs.

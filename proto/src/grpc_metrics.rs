@@ -3,12 +3,17 @@
 //! `agentsearch_grpc_request_duration_seconds{service, method}`, plus the in-flight gauge.
 //! Calls to methods the server does not have (UNIMPLEMENTED) are labelled `unknown`, so a client
 //! cannot create label values. A streaming call is timed to its response headers.
+//!
+//! Each call runs in a server span that continues the caller's W3C trace (`traceparent`), and the
+//! access log line is written inside it, with the trace id.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use agentsearch_common::metrics::{GRPC_DURATION, GRPC_REQUESTS, IN_FLIGHT};
+use agentsearch_common::telemetry;
+use tracing::Instrument;
 
 /// The layer; add it with `Server::builder().layer(GrpcMetricsLayer)`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -68,6 +73,15 @@ pub fn code_name(code: i32) -> &'static str {
     }
 }
 
+/// A sane `x-request-id` header (at most 128 bytes of text).
+fn request_id_of(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_string)
+}
+
 /// `(service, method)` of a path `/package.Service/Method`.
 fn split(path: &str) -> (String, String) {
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
@@ -94,58 +108,89 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let (service, method) = split(request.uri().path());
-        let request_id = request
-            .headers()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| v.len() <= 128)
-            .unwrap_or("-")
-            .to_string();
+        let sent_id = request_id_of(request.headers());
         let started = Instant::now();
         let in_flight = InFlight::new("grpc");
-        let call = self.inner.call(request);
-        Box::pin(async move {
-            let result = call.await;
-            drop(in_flight);
-            // A status in the headers is a trailers-only answer (an error); otherwise the call
-            // succeeded so far, its status coming in the trailers.
-            let code = match &result {
-                Ok(response) => response
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<i32>().ok())
-                    .map_or("OK", code_name),
-                Err(_) => "UNAVAILABLE",
-            };
-            let (service, method) = if code == "UNIMPLEMENTED" {
-                ("unknown".to_string(), "unknown".to_string())
-            } else {
-                (service, method)
-            };
-            metrics::counter!(
-                GRPC_REQUESTS,
-                "service" => service.clone(),
-                "method" => method.clone(),
-                "code" => code,
-            )
-            .increment(1);
-            let elapsed = started.elapsed();
-            // The access log: one line per call, never a message or a credential.
-            tracing::info!(
-                target: "agentsearch::access",
-                api = "grpc",
-                service = %service,
-                method = %method,
-                code,
-                duration_ms = elapsed.as_secs_f64() * 1e3,
-                request_id = %request_id,
-                "request"
-            );
-            metrics::histogram!(GRPC_DURATION, "service" => service, "method" => method)
-                .record(elapsed.as_secs_f64());
-            result
-        })
+        let span = tracing::info_span!(
+            "grpc",
+            otel.name = %format_args!("{service}/{method}"),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %method,
+            rpc.grpc.status_code = tracing::field::Empty,
+            request_id = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        );
+        if let Some(id) = &sent_id {
+            span.record("request_id", id.as_str());
+        }
+        telemetry::continue_trace(&span, request.headers());
+        let call = span.in_scope(|| self.inner.call(request));
+        let call_span = span.clone();
+        Box::pin(
+            async move {
+                let result = call.await;
+                drop(in_flight);
+                // A status in the headers is a trailers-only answer (an error); otherwise the call
+                // succeeded so far, its status coming in the trailers.
+                let code = match &result {
+                    Ok(response) => response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<i32>().ok())
+                        .map_or("OK", code_name),
+                    Err(_) => "UNAVAILABLE",
+                };
+                let span = tracing::Span::current();
+                span.record("rpc.grpc.status_code", code);
+                // The id the service answered with (its own when the caller sent none).
+                let request_id = match (sent_id, &result) {
+                    (Some(id), _) => id,
+                    (None, Ok(response)) => match request_id_of(response.headers()) {
+                        Some(id) => {
+                            span.record("request_id", id.as_str());
+                            id
+                        }
+                        None => "-".to_string(),
+                    },
+                    (None, Err(_)) => "-".to_string(),
+                };
+                if code != "OK" {
+                    span.record("otel.status_code", "ERROR");
+                }
+                let (service, method) = if code == "UNIMPLEMENTED" {
+                    ("unknown".to_string(), "unknown".to_string())
+                } else {
+                    (service, method)
+                };
+                metrics::counter!(
+                    GRPC_REQUESTS,
+                    "service" => service.clone(),
+                    "method" => method.clone(),
+                    "code" => code,
+                )
+                .increment(1);
+                let elapsed = started.elapsed();
+                // The access log: one line per call, never a message or a credential.
+                tracing::info!(
+                    target: "agentsearch::access",
+                    api = "grpc",
+                    service = %service,
+                    method = %method,
+                    code,
+                    duration_ms = elapsed.as_secs_f64() * 1e3,
+                    request_id = %request_id,
+                    "request"
+                );
+                metrics::histogram!(GRPC_DURATION, "service" => service, "method" => method)
+                    .record(elapsed.as_secs_f64());
+                result
+            }
+            .instrument(call_span),
+        )
     }
 }
 

@@ -31,6 +31,7 @@ use agentsearch_common::{Error, Result};
 use agentsearch_store::{RecordEntry, SyncRow};
 use futures::future::join_all;
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use crate::context_api::{
     AppliedIdentities, ContextResult, ContextSearch, ContextSearchResponse, ContextSegment,
@@ -423,7 +424,11 @@ impl Router {
                 return None;
             }
             let t = Instant::now();
-            Some((self.embed_query(&req.query).await, t.elapsed()))
+            let embedded = self
+                .embed_query(&req.query)
+                .instrument(tracing::info_span!("embed"))
+                .await;
+            Some((embedded, t.elapsed()))
         };
         let stats = async {
             if !req.mode.lexical() || first_parts.len() < 2 {
@@ -432,6 +437,7 @@ impl Router {
             let t = Instant::now();
             let stats = self
                 .context_stats(&req, &first_parts, &scopes, request_id, deadline)
+                .instrument(tracing::info_span!("term_stats"))
                 .await;
             Some((stats, t.elapsed()))
         };
@@ -510,7 +516,9 @@ impl Router {
                     (result, t.elapsed())
                 }
             });
-            let results = join_all(calls).await;
+            let results = join_all(calls)
+                .instrument(tracing::info_span!("fanout", parts = parts.len()))
+                .await;
             let mut retry: Vec<usize> = Vec::new();
             for ((shard_id, members), (result, took)) in parts.iter().zip(results) {
                 if req.diagnostics {

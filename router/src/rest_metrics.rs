@@ -1,6 +1,7 @@
 //! Metrics of the REST API: every request is counted and timed by route template (never the
 //! path a client sent), method, status and error code, and the in-flight gauge follows it; the
-//! exposition is served at `/metrics`.
+//! exposition is served at `/metrics`. Each request runs in a server span that continues the
+//! caller's W3C trace (`traceparent`); the access log line is written inside it.
 
 use std::time::Instant;
 
@@ -10,6 +11,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 /// The route template that served a response, set by [`tag_route`] inside the router.
 #[derive(Clone, Debug)]
@@ -37,8 +39,22 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
     };
     let started = Instant::now();
     let in_flight = agentsearch_proto::grpc_metrics::InFlight::new("rest");
-    let response = next.run(request).await;
+    // The route template is known only once a route matched: the span is named after it then.
+    let span = tracing::info_span!(
+        "http",
+        otel.name = tracing::field::Empty,
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = method,
+        http.route = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        request_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
+    agentsearch_common::telemetry::continue_trace(&span, request.headers());
+    let response = next.run(request).instrument(span.clone()).await;
     drop(in_flight);
+    let _entered = span.enter();
     let route = response
         .extensions()
         .get::<RouteTag>()
@@ -63,6 +79,13 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-");
+    span.record("otel.name", format!("{method} {route}"));
+    span.record("http.route", route.as_str());
+    span.record("http.response.status_code", status.as_u16());
+    span.record("request_id", request_id);
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
     // The access log: one line per request, never a body, a query or a credential.
     tracing::info!(
         target: "agentsearch::access",

@@ -23,6 +23,7 @@ use agentsearch_fusion::{
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use crate::api::{
     Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
@@ -294,7 +295,10 @@ impl Router {
                 return None;
             }
             let t = Instant::now();
-            let result = self.embed_query(q.query).await;
+            let result = self
+                .embed_query(q.query)
+                .instrument(tracing::info_span!("embed"))
+                .await;
             Some((result, t.elapsed()))
         };
         let stats = async {
@@ -306,6 +310,7 @@ impl Router {
             let t = Instant::now();
             let stats = self
                 .gather_stats(q.project_id, q.query, &parts, request_id, deadline)
+                .instrument(tracing::info_span!("term_stats"))
                 .await;
             Some((stats, t.elapsed()))
         };
@@ -382,12 +387,16 @@ impl Router {
                 stats: stats.clone(),
             };
             Some((
-                self.search_inline(request, request_id, deadline).await,
+                self.search_inline(request, request_id, deadline)
+                    .instrument(tracing::info_span!("inline"))
+                    .await,
                 t.elapsed(),
             ))
         };
         let first_request = |integrations| shard_request(integrations, stats.clone());
-        let catalog_search = self.fan_out(&parts, &first_request, request_id, deadline);
+        let catalog_search = self
+            .fan_out(&parts, &first_request, request_id, deadline)
+            .instrument(tracing::info_span!("fanout", parts = parts.len()));
         let ((mut answers, steps, failures), inline_answer) =
             tokio::join!(catalog_search, inline_search);
         for (label, took) in steps {
@@ -843,7 +852,10 @@ impl Router {
                         }
                     }
                     let t = Instant::now();
-                    let results = self.shape(project_id, user, &wanted).await;
+                    let results = self
+                        .shape(project_id, user, &wanted)
+                        .instrument(tracing::info_span!("hydrate", tools = wanted.len()))
+                        .await;
                     if results.iter().any(|s| s.attempted) {
                         hydrate_took += t.elapsed();
                     }

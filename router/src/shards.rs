@@ -19,6 +19,7 @@ use agentsearch_proto::error_from_status;
 use agentsearch_proto::shard_v1 as pb;
 use agentsearch_proto::shard_v1::shard_client::ShardClient as PbShardClient;
 use tonic::transport::{Channel, Endpoint};
+use tracing::Instrument;
 
 /// Largest message exchanged with a shard.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -78,6 +79,19 @@ impl GrpcShard {
         }
         if let Some(v) = &self.authorization {
             req.metadata_mut().insert("authorization", v.clone());
+        }
+        // The trace context of the call's span (see `ShardClient::timed`), so that the shard's
+        // spans join the router's trace.
+        let mut headers = http::HeaderMap::new();
+        agentsearch_common::telemetry::inject(&tracing::Span::current(), &mut headers);
+        for (name, value) in &headers {
+            if let (Ok(key), Ok(value)) = (
+                tonic::metadata::MetadataKey::from_bytes(name.as_str().as_bytes()),
+                value.to_str().map(str::parse),
+            ) && let Ok(value) = value
+            {
+                req.metadata_mut().insert(key, value);
+            }
         }
         req
     }
@@ -388,7 +402,17 @@ impl ShardClient {
         fut: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         let started = std::time::Instant::now();
-        let result = within(timeout, fut).await;
+        let span = tracing::info_span!(
+            "shard_call",
+            otel.name = rpc,
+            otel.kind = "client",
+            rpc.system = "grpc",
+            shard = %self.label(),
+        );
+        let result = within(timeout, fut).instrument(span.clone()).await;
+        if let Err(err) = &result {
+            agentsearch_common::telemetry::mark_error(&span, err.code().as_str());
+        }
         let shard = self.label();
         metrics::histogram!(SHARD_CALL_DURATION, "rpc" => rpc, "shard" => shard.clone())
             .record(started.elapsed().as_secs_f64());

@@ -102,7 +102,9 @@ impl LocalShard {
         f: impl FnOnce(&SegmentIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let segments = self.segments.clone();
-        tokio::task::spawn_blocking(move || f(&segments))
+        // The blocking thread continues the caller's span (the call's, in a trace).
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&segments)))
             .await
             .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
@@ -112,7 +114,8 @@ impl LocalShard {
         f: impl FnOnce(&ToolIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let indexes = self.indexes.clone();
-        tokio::task::spawn_blocking(move || f(&indexes))
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&indexes)))
             .await
             .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }

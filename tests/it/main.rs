@@ -19,3 +19,4 @@ mod rest_guard;
 mod rest_messages;
 mod tenancy;
 mod tools;
+mod traces;

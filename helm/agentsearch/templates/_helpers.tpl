@@ -165,6 +165,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "lexical" (default (dict) $c.lexical)
   "context" (default (dict) $c.context)
   "log" (default (dict) $c.log)
+  "telemetry" (default (dict) $c.telemetry)
 -}}
 {{- if $projects -}}
 {{- $_ := set $config "auth" (dict "projects" $projects) -}}
@@ -185,6 +186,7 @@ sections as the routers. */}}
   "lexical" (default (dict) $c.lexical)
   "context" (default (dict) $c.context)
   "log" (default (dict) $c.log)
+  "telemetry" (default (dict) $c.telemetry)
 -}}
 {{- toJson $config -}}
 {{- end -}}
@@ -303,6 +305,17 @@ seccompProfile:
     secretKeyRef:
       name: {{ include "agentsearch.secretName" . }}
       key: {{ .Values.secrets.keys.token }}
+{{- end -}}
+
+{{/* Each pod names itself in its spans (service.instance.id), so a trace shows which replica
+answered. */}}
+{{- define "agentsearch.telemetryEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "service.instance.id=$(POD_NAME),k8s.pod.name=$(POD_NAME)"
 {{- end -}}
 
 {{- define "agentsearch.topologySpread" -}}

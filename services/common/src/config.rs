@@ -44,6 +44,7 @@ pub struct Config {
     pub lexical: LexicalConfig,
     pub context: ContextConfig,
     pub log: LogConfig,
+    pub telemetry: TelemetryConfig,
     pub hydration: HydrationConfig,
 }
 
@@ -63,6 +64,7 @@ impl Default for Config {
             lexical: LexicalConfig::default(),
             context: ContextConfig::default(),
             log: LogConfig::default(),
+            telemetry: TelemetryConfig::default(),
             hydration: HydrationConfig::default(),
         }
     }
@@ -411,6 +413,24 @@ impl Default for ContextConfig {
 pub struct LogConfig {
     /// JSON lines instead of text.
     pub json: bool,
+}
+
+/// Traces (`[telemetry]`): spans exported over OTLP/gRPC to a collector. The standard `OTEL_*`
+/// variables apply where these keys are unset (`OTEL_EXPORTER_OTLP_ENDPOINT`,
+/// `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`);
+/// `OTEL_SDK_DISABLED=true` turns tracing off.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/gRPC address (`http://otel-collector:4317`). Unset and no standard
+    /// variable set: no spans are exported.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of this process's spans (default `OTEL_SERVICE_NAME`, else
+    /// `agentsearch-serve`, `agentsearch-router` or `agentsearch-shard`).
+    pub service_name: Option<String>,
+    /// Fraction of new traces kept, 0 to 1; a caller's sampling decision is always followed.
+    /// Unset: `OTEL_TRACES_SAMPLER`, else every trace.
+    pub sample_ratio: Option<f64>,
 }
 
 /// Per-user tool schemas: an integration whose tools' parameters depend on the user (a CRM's custom
@@ -840,6 +860,29 @@ impl Config {
         }
         self.hydration.validate(&mut errors);
         self.http.validate(&mut errors);
+        let t = &self.telemetry;
+        if let Some(endpoint) = &t.otlp_endpoint {
+            let scheme_ok = endpoint.starts_with("http://") || endpoint.starts_with("https://");
+            let host = endpoint.split_once("://").map_or("", |(_, rest)| rest);
+            if !scheme_ok || host.is_empty() || host.contains(char::is_whitespace) {
+                errors.push(format!(
+                    "telemetry.otlp_endpoint: must be an http:// or https:// URL, got `{}`",
+                    endpoint.chars().take(200).collect::<String>()
+                ));
+            }
+        }
+        if let Some(name) = &t.service_name
+            && (name.trim().is_empty() || name.len() > 128)
+        {
+            errors.push("telemetry.service_name: must be 1 to 128 characters".to_string());
+        }
+        if let Some(ratio) = t.sample_ratio
+            && !(0.0..=1.0).contains(&ratio)
+        {
+            errors.push(format!(
+                "telemetry.sample_ratio: must be between 0 and 1, got {ratio}"
+            ));
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -1065,6 +1108,36 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn telemetry_settings_are_checked_by_key() {
+        let mut config = Config::default();
+        config.telemetry.otlp_endpoint = Some("http://otel-collector:4317".into());
+        config.telemetry.sample_ratio = Some(0.25);
+        config.validate().unwrap();
+        config.telemetry.otlp_endpoint = Some("otel-collector:4317".into());
+        config.telemetry.sample_ratio = Some(1.5);
+        config.telemetry.service_name = Some(" ".into());
+        let errors = config.validate().unwrap_err().0;
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("telemetry.otlp_endpoint: ")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("telemetry.sample_ratio: ")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("telemetry.service_name: ")),
+            "{errors:?}"
+        );
     }
 
     #[test]

@@ -1,17 +1,270 @@
-//! Logging setup shared by every binary.
+//! Logs and traces, shared by every binary: a `tracing` subscriber that writes log lines on stderr
+//! and, when a collector is configured, exports spans over OTLP/gRPC; and the W3C trace context
+//! (`traceparent`, `tracestate`) read from and written to request headers, so that one search is
+//! one trace across the router and its shards.
 
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
-/// Installs a `tracing` subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on stderr.
-pub fn init(json: bool) {
+use crate::config::{LogConfig, TelemetryConfig};
+
+/// The standard variables that name a trace collector when `telemetry.otlp_endpoint` does not.
+const ENDPOINT_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+];
+
+/// The trace exporter of this process, if any; [`Telemetry::shutdown`] sends the spans still
+/// buffered. It blocks: call it from a blocking thread.
+#[must_use = "shut the telemetry down before exiting, or the last spans are lost"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Flushes and stops the exporter (at most 5 s).
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(err) = provider.shutdown_with_timeout(Duration::from_secs(5))
+        {
+            eprintln!("warning: trace export did not shut down cleanly: {err}");
+        }
+    }
+}
+
+/// Where spans go, or `None` when tracing is off: `OTEL_SDK_DISABLED=true` turns it off, else
+/// `telemetry.otlp_endpoint`, else the standard variables.
+fn endpoint(config: &TelemetryConfig) -> Option<Option<String>> {
+    let disabled = std::env::var("OTEL_SDK_DISABLED")
+        .map(|v| v.trim().eq_ignore_ascii_case("true"))
+        .unwrap_or(false);
+    if disabled {
+        return None;
+    }
+    if let Some(endpoint) = &config.otlp_endpoint {
+        return Some(Some(endpoint.clone()));
+    }
+    // The exporter reads the variables itself (and their per-signal precedence).
+    ENDPOINT_VARIABLES
+        .iter()
+        .any(|name| std::env::var(name).is_ok_and(|v| !v.trim().is_empty()))
+        .then_some(None)
+}
+
+/// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on
+/// stderr, and span export over OTLP/gRPC when a collector is configured. `role` names the
+/// service (`agentsearch-<role>`) unless `telemetry.service_name` or `OTEL_SERVICE_NAME` does.
+/// Must run inside a Tokio runtime when tracing is on (the exporter's channel lives there).
+pub fn init(log: &LogConfig, telemetry: &TelemetryConfig, role: &str) -> Result<Telemetry, String> {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
+    let provider = match endpoint(telemetry) {
+        Some(endpoint) => Some(provider(telemetry, endpoint, role)?),
+        None => None,
     };
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("agentsearch")));
+    let registry = tracing_subscriber::registry().with(filter).with(otel);
+    // Colours only on a terminal: a log file or a collector gets plain text.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    // A second initialisation (tests, embedded use) keeps the first subscriber.
+    let _ = if log.json {
+        registry.with(fmt.json()).try_init()
+    } else {
+        registry.with(fmt).try_init()
+    };
+    Ok(Telemetry { provider })
+}
+
+fn provider(
+    config: &TelemetryConfig,
+    endpoint: Option<String>,
+    role: &str,
+) -> Result<SdkTracerProvider, String> {
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_timeout(Duration::from_secs(5));
+    if let Some(endpoint) = endpoint {
+        exporter = exporter.with_endpoint(endpoint);
+    }
+    let exporter = exporter
+        .build()
+        .map_err(|e| format!("telemetry.otlp_endpoint: cannot build the trace exporter: {e}"))?;
+
+    let mut resource = Resource::builder();
+    let from_env = Resource::builder().build();
+    if let Some(name) = &config.service_name {
+        resource = resource.with_service_name(name.clone());
+    } else if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name(format!("agentsearch-{role}"));
+    }
+    resource = resource.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    // One instance id per process unless the deployment names it (`OTEL_RESOURCE_ATTRIBUTES`,
+    // e.g. the pod name).
+    if from_env
+        .get(&opentelemetry::Key::new("service.instance.id"))
+        .is_none()
+    {
+        resource = resource.with_attribute(KeyValue::new(
+            "service.instance.id",
+            uuid::Uuid::new_v4().to_string(),
+        ));
+    }
+    let mut builder = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build());
+    if let Some(ratio) = config.sample_ratio {
+        // A caller's decision is followed; only new traces are sampled at `ratio`.
+        builder = builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            ratio,
+        ))));
+    }
+    Ok(builder.build())
+}
+
+/// Reads W3C trace context from request headers.
+struct HeaderReader<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderReader<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// Writes W3C trace context into request headers.
+struct HeaderWriter<'a>(&'a mut http::HeaderMap);
+
+impl Injector for HeaderWriter<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// The caller's trace context in `headers` (empty when there is none or it is malformed).
+pub fn extract(headers: &http::HeaderMap) -> Context {
+    TraceContextPropagator::new().extract(&HeaderReader(headers))
+}
+
+/// Writes the context of `span` into `headers` (nothing when `span` is not traced).
+pub fn inject(span: &tracing::Span, headers: &mut http::HeaderMap) {
+    let context = span.context();
+    if context.span().span_context().is_valid() {
+        TraceContextPropagator::new().inject_context(&context, &mut HeaderWriter(headers));
+    }
+}
+
+/// Makes `span` a child of the caller's trace in `headers`, and records its trace id in the
+/// span's `trace_id` field (declared empty by the caller) so every log line inside names the
+/// trace. Call before the span is first entered.
+pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+    let parent = extract(headers);
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    if span_context.is_valid() {
+        span.record("trace_id", tracing::field::display(span_context.trace_id()));
+    }
+}
+
+/// Marks `span` as failed in its trace (`otel.status_code = ERROR`).
+pub fn mark_error(span: &tracing::Span, description: &str) {
+    span.set_status(opentelemetry::trace::Status::error(description.to_string()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traceparent_is_read_and_written_back() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+        );
+        let context = extract(&headers);
+        let span = context.span();
+        let span_context = span.span_context();
+        assert!(span_context.is_valid());
+        assert!(span_context.is_remote());
+        assert_eq!(
+            span_context.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        let mut out = http::HeaderMap::new();
+        TraceContextPropagator::new().inject_context(&context, &mut HeaderWriter(&mut out));
+        assert_eq!(
+            out.get("traceparent").unwrap(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+    }
+
+    #[test]
+    fn a_malformed_traceparent_starts_no_trace() {
+        for value in [
+            "garbage",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        ] {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("traceparent", http::HeaderValue::from_static(value));
+            assert!(
+                !extract(&headers).span().span_context().is_valid(),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn tracing_is_off_without_an_endpoint_and_when_disabled() {
+        let config = TelemetryConfig {
+            otlp_endpoint: Some("http://127.0.0.1:4317".into()),
+            ..TelemetryConfig::default()
+        };
+        // The process environment of the test runner is not ours to change; only the config
+        // path is checked when no standard variable is set.
+        if ENDPOINT_VARIABLES.iter().all(|v| std::env::var(v).is_err())
+            && std::env::var("OTEL_SDK_DISABLED").is_err()
+        {
+            assert_eq!(endpoint(&TelemetryConfig::default()), None);
+            assert_eq!(
+                endpoint(&config),
+                Some(Some("http://127.0.0.1:4317".into()))
+            );
+        }
+    }
 }

@@ -162,6 +162,8 @@ impl ToolIndexes {
     /// `failures` and the others still answer. Candidates of all indexes are pooled as
     /// `(score, index, vector id)` and only the best `limit` per list become named hits.
     pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
+        let _span = tracing::info_span!("index_search", integrations = request.integrations.len())
+            .entered();
         let prepare_started = Instant::now();
         let filter = ToolFilter::new(&request.categories, request.max_side_effect);
         let terms = if request.lexical {

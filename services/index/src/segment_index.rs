@@ -1210,6 +1210,7 @@ impl SegmentIndexes {
     /// principals may see. An index that fails is reported in `failures` (the sync id in
     /// `integration`) and the others still answer; unknown syncs are skipped.
     pub fn search(&self, request: &ContextSearchRequest) -> ContextSearchResponse {
+        let _span = tracing::info_span!("segment_search", syncs = request.syncs.len()).entered();
         let prepare_started = Instant::now();
         let limit = request.limit as usize;
         // One scope per sync; a sync named twice gets the union of its principals.
