@@ -160,7 +160,8 @@ def materialize(objects: list[dict], workload: dict, workdir: pathlib.Path, bina
     """The first container of `workload` (Deployment or StatefulSet) as a local process: its
     ConfigMap and Secret volumes written under `workdir`, emptyDirs and claims as folders there,
     every path of the configuration that lies under a mount rewritten to the folder, and its
-    environment with values from the rendered Secret (dummies for Secrets the chart does not make)."""
+    environment with values from the rendered Secret (dummies for Secrets the chart does not make)
+    and the pod name of the downward API."""
     spec = workload["spec"]["template"]["spec"]
     container = spec["containers"][0]
     role = container["name"]
@@ -209,6 +210,9 @@ def materialize(objects: list[dict], workload: dict, workdir: pathlib.Path, bina
             ref = entry["valueFrom"]["secretKeyRef"]
             data = secrets.get(ref["name"])
             env[name] = data[ref["key"]] if data is not None else dummy_for_env(name)
+        elif entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            # The downward API: the pod's name is the workload's name and the role here.
+            env[name] = f"{workload['metadata']['name']}-{role}"
         else:
             raise ValueError(f"{role}: unsupported env source for {name}")
 
