@@ -9,6 +9,7 @@ use agentsearch_common::ids::DEMO_PROJECT_ID;
 use agentsearch_common::shard::ShardApi;
 use agentsearch_embed::{CachedEmbedder, Embedder, MiniLm};
 use agentsearch_hydrate::{FileHydrator, HydrationService};
+use agentsearch_proto::tls::ServerTls;
 use agentsearch_router::auth::Auth;
 use agentsearch_router::{GrpcShard, RestAccess, Router, RouterSettings, ShardClient, ShardSet};
 use agentsearch_shard::LocalShard;
@@ -159,10 +160,12 @@ pub async fn serve_embedded(
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
     }
     let access = RestAccess::from_config(&config.http);
+    let tls = ServerTls::load(&config.tls)?;
     agentsearch_router::serve(
         router,
         auth,
         access,
+        tls,
         config.http.listen,
         config.grpc,
         shutdown,
@@ -176,8 +179,18 @@ pub async fn serve_shard(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let auth = Auth::new(config.auth.token.clone());
-    auth.check_bind(config.grpc, "the shard API")?;
+    // The credential routers present: the internal token when set, else a client certificate
+    // (mutual TLS) alone, else the service token.
+    let tls = ServerTls::load(&config.tls)?;
+    let credential = match (&config.auth.internal_token, &config.tls.client_ca_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(_)) => None,
+        (None, None) => config.auth.token.clone(),
+    };
+    let auth = Auth::new(credential);
+    if !tls.as_ref().is_some_and(ServerTls::mutual) {
+        auth.check_bind(config.grpc, "the shard API")?;
+    }
     let shard = Arc::new(LocalShard::open(
         &config.data_dir,
         config.lexical,
@@ -204,7 +217,16 @@ pub async fn serve_shard(
         4 * config.limits.effective_max_in_flight(),
         Duration::from_millis(config.limits.retry_after_ms),
     );
-    agentsearch_shard::serve(shard.clone(), auth, config.grpc, shutdown, drain, admission).await?;
+    agentsearch_shard::serve(
+        shard.clone(),
+        auth,
+        config.grpc,
+        shutdown,
+        drain,
+        admission,
+        tls,
+    )
+    .await?;
     let flushed = shard.flush_now().await?;
     tracing::info!(flushed, "shard stopped; vector snapshots flushed");
     Ok(())
@@ -254,12 +276,23 @@ pub async fn serve_router(
     auth.check_bind(config.http.listen, "the REST API")?;
     auth.check_bind(config.grpc, "the gRPC API")?;
     let store = postgres_store(&config).await?;
+    // What the router presents to its shards: the internal token when set, else its client
+    // certificate alone (mutual TLS), else the service token.
+    let shard_tls = agentsearch_proto::tls::shard_client_tls(&config.shards)?;
+    let shard_auth = Auth::new(
+        match (&config.auth.internal_token, &config.shards.tls_cert_file) {
+            (Some(token), _) => Some(token.clone()),
+            (None, Some(_)) => None,
+            (None, None) => config.auth.token.clone(),
+        },
+    );
     let clients = config
         .shards
         .remote
         .iter()
         .map(|addr| {
-            GrpcShard::connect_lazy(addr, &auth).map(|c| (addr.clone(), ShardClient::Grpc(c)))
+            GrpcShard::connect_lazy_tls(addr, &shard_auth, shard_tls.as_ref())
+                .map(|c| (addr.clone(), ShardClient::Grpc(c)))
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Start whatever the shards' state: a shard that is down is reported by readiness and its
@@ -290,10 +323,12 @@ pub async fn serve_router(
             .with_limits(config.limits.clone()),
     );
     let access = RestAccess::from_config(&config.http);
+    let tls = ServerTls::load(&config.tls)?;
     agentsearch_router::serve(
         router,
         auth,
         access,
+        tls,
         config.http.listen,
         config.grpc,
         shutdown,

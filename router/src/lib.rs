@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 
 use locks::KeyedLocks;
 pub use rest_guard::RestAccess;
-pub use server::{serve, serve_on, serve_on_with};
+pub use server::{serve, serve_on, serve_on_tls, serve_on_with};
 pub use shards::{GrpcShard, ShardClient, ShardSet};
 
 /// How long a router trusts its cached copy of a project's placements.

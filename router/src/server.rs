@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsearch_common::{Error, Result};
+use agentsearch_proto::tls::ServerTls;
 use agentsearch_proto::v1::connections_server::ConnectionsServer;
 use agentsearch_proto::v1::context_search_server::ContextSearchServer;
 use agentsearch_proto::v1::context_sync_server::ContextSyncServer;
@@ -33,6 +34,7 @@ pub async fn serve(
     router: Arc<Router>,
     auth: Auth,
     access: RestAccess,
+    tls: Option<ServerTls>,
     http: SocketAddr,
     grpc: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -45,7 +47,16 @@ pub async fn serve(
     let grpc_listener = TcpListener::bind(grpc)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {grpc}: {e}")))?;
-    serve_on_with(router, auth, access, http_listener, grpc_listener, shutdown).await
+    serve_on_tls(
+        router,
+        auth,
+        access,
+        tls,
+        http_listener,
+        grpc_listener,
+        shutdown,
+    )
+    .await
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets open requests finish: HTTP/1.1
@@ -55,6 +66,7 @@ pub async fn serve(
 async fn serve_http(
     listener: TcpListener,
     app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     limits: &agentsearch_common::config::LimitsConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -97,6 +109,7 @@ async fn serve_http(
                 };
                 let _ = stream.set_nodelay(true);
                 let (app, builder, watcher) = (app.clone(), builder.clone(), graceful.watcher());
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     // A connection that sends nothing within the header-read timeout is closed
                     // (before its first byte, hyper applies no timeout of its own).
@@ -106,8 +119,25 @@ async fn serve_http(
                         _ => return,
                     }
                     let service = TowerToHyperService::new(app);
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    let _ = watcher.watch(connection.into_owned()).await;
+                    match tls {
+                        Some(acceptor) => {
+                            // The handshake has the header-read timeout too.
+                            let stream = match tokio::time::timeout(header_read, acceptor.accept(stream)).await {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(err)) => {
+                                    tracing::debug!(error = %err, "REST TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => return,
+                            };
+                            let connection = builder.serve_connection(TokioIo::new(stream), service);
+                            let _ = watcher.watch(connection.into_owned()).await;
+                        }
+                        None => {
+                            let connection = builder.serve_connection(TokioIo::new(stream), service);
+                            let _ = watcher.watch(connection.into_owned()).await;
+                        }
+                    }
                     drop(permit);
                 });
             }
@@ -178,6 +208,19 @@ pub async fn serve_on_with(
     router: Arc<Router>,
     auth: Auth,
     access: RestAccess,
+    http: TcpListener,
+    grpc: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    serve_on_tls(router, auth, access, None, http, grpc, shutdown).await
+}
+
+/// [`serve_on_with`] over TLS when `tls` is set: both listeners then speak TLS only.
+pub async fn serve_on_tls(
+    router: Arc<Router>,
+    auth: Auth,
+    access: RestAccess,
+    tls: Option<ServerTls>,
     http: TcpListener,
     grpc: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -256,7 +299,15 @@ pub async fn serve_on_with(
         .accept_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     agentsearch_common::metrics::handle();
-    let grpc_server = tonic::transport::Server::builder()
+    let limits = router.limits().clone();
+    let mut grpc_builder = tonic::transport::Server::builder();
+    if let Some(tls) = &tls {
+        // A TLS handshake must finish within the time a plain connection has for its headers.
+        grpc_builder = grpc_builder
+            .tls_config(tls.grpc(Duration::from_millis(limits.header_read_timeout_ms)))
+            .map_err(|e| Error::config("tls.cert_file", format!("gRPC TLS: {e}")))?;
+    }
+    let grpc_server = grpc_builder
         // Admission first: a refused call never reaches routing, so metrics label only calls
         // that were routed (refusals are counted by agentsearch_requests_shed_total).
         .layer(agentsearch_proto::admission::AdmissionLayer::new(
@@ -276,14 +327,20 @@ pub async fn serve_on_with(
             shutdown.clone(),
         );
 
-    let limits = router.limits().clone();
     let rest = app(RestState {
         router,
         auth,
         access,
     });
-    let http_server = serve_http(http, rest, &limits, shutdown.clone());
-    tracing::info!(%http_addr, %grpc_addr, "router listening");
+    let acceptor = tls.as_ref().map(ServerTls::acceptor);
+    let http_server = serve_http(http, rest, acceptor, &limits, shutdown.clone());
+    tracing::info!(
+        %http_addr,
+        %grpc_addr,
+        tls = tls.is_some(),
+        client_certificates = tls.as_ref().is_some_and(ServerTls::mutual),
+        "router listening"
+    );
     // After the shutdown signal and the drain, in-flight calls get limits.request_timeout_ms to
     // finish; a stream still open then (a client that never ends its ingest) is cut.
     let cut = {

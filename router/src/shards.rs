@@ -43,16 +43,42 @@ pub struct GrpcShard {
 impl GrpcShard {
     /// A lazily connecting client for `addr` (`host:port` or a URL), authenticating with `auth`.
     pub fn connect_lazy(addr: &str, auth: &Auth) -> Result<Self> {
-        let url = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
+        Self::connect_lazy_tls(addr, auth, None)
+    }
+
+    /// [`GrpcShard::connect_lazy`] over TLS when `tls` is set (see
+    /// `agentsearch_proto::tls::shard_client_tls`): a `host:port` address is then `https://`.
+    pub fn connect_lazy_tls(
+        addr: &str,
+        auth: &Auth,
+        tls: Option<&tonic::transport::ClientTlsConfig>,
+    ) -> Result<Self> {
+        let url = match (addr.split_once("://"), tls) {
+            (Some(("http", _)), Some(_)) => {
+                return Err(Error::config(
+                    "shards.remote",
+                    format!("`{addr}` is plain http:// while the shards are called over TLS"),
+                ));
+            }
+            (Some(_), _) => addr.to_string(),
+            (None, Some(_)) => format!("https://{addr}"),
+            (None, None) => format!("http://{addr}"),
         };
-        let endpoint = Endpoint::from_shared(url)
-            .map_err(|e| Error::invalid("shards", format!("`{addr}` is not a valid address: {e}")))?
+        let mut endpoint = Endpoint::from_shared(url)
+            .map_err(|e| {
+                Error::config(
+                    "shards.remote",
+                    format!("`{addr}` is not a valid address: {e}"),
+                )
+            })?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(30));
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls.clone()).map_err(|e| {
+                Error::config("shards.tls_ca_file", format!("TLS to `{addr}`: {e}"))
+            })?;
+        }
         let client = PbShardClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);

@@ -22,6 +22,7 @@ use agentsearch_common::{Error, Result};
 use agentsearch_index::tool_index::stable_id;
 use agentsearch_index::{SegmentIndexes, ToolIndexes};
 use agentsearch_proto::admission::Admission;
+use agentsearch_proto::tls::ServerTls;
 
 /// Most segments a shard returns per retriever.
 const MAX_LIMIT: u32 = 1000;
@@ -292,6 +293,9 @@ impl ShardApi for LocalShard {
 /// How long a stopping shard waits for in-flight calls after its drain period.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a caller has to finish a TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn futures_util_shared(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
@@ -342,12 +346,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     drain: std::time::Duration,
     admission: Admission,
+    tls: Option<ServerTls>,
 ) -> Result<()> {
-    auth.check_bind(addr, "the shard API")?;
+    // Mutual TLS authenticates every caller; otherwise a bind beyond loopback needs a token.
+    if !tls.as_ref().is_some_and(ServerTls::mutual) {
+        auth.check_bind(addr, "the shard API")?;
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
-    serve_on_draining(shard, auth, listener, shutdown, drain, admission).await
+    serve_on_tls(shard, auth, listener, shutdown, drain, admission, tls).await
 }
 
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
@@ -385,6 +393,20 @@ pub async fn serve_on_draining(
     drain: std::time::Duration,
     admission: Admission,
 ) -> Result<()> {
+    serve_on_tls(shard, auth, listener, shutdown, drain, admission, None).await
+}
+
+/// [`serve_on_draining`] over TLS when `tls` is set (the listener then speaks TLS only; with a
+/// client CA, only callers with a certificate it issued get past the handshake).
+pub async fn serve_on_tls(
+    shard: Arc<dyn ShardApi>,
+    auth: Auth,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    drain: std::time::Duration,
+    admission: Admission,
+    tls: Option<ServerTls>,
+) -> Result<()> {
     use tonic::server::NamedService;
     let addr = listener
         .local_addr()
@@ -414,10 +436,21 @@ pub async fn serve_on_draining(
             tokio::time::sleep(drain).await;
         }
     };
-    tracing::info!(%addr, "shard gRPC listening");
+    tracing::info!(
+        %addr,
+        tls = tls.is_some(),
+        client_certificates = tls.as_ref().is_some_and(ServerTls::mutual),
+        "shard gRPC listening"
+    );
     agentsearch_common::metrics::handle();
     let shutdown = futures_util_shared(shutdown);
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &tls {
+        builder = builder
+            .tls_config(tls.grpc(TLS_HANDSHAKE_TIMEOUT))
+            .map_err(|e| Error::config("tls.cert_file", format!("gRPC TLS: {e}")))?;
+    }
+    let server = builder
         .layer(agentsearch_proto::admission::AdmissionLayer::new(admission))
         .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)

@@ -35,6 +35,7 @@ fn user_auth() -> Auth {
     ]);
     Auth::from_config(&AuthConfig {
         token: None,
+        internal_token: None,
         projects,
     })
     .unwrap()

@@ -18,5 +18,6 @@ mod rest;
 mod rest_guard;
 mod rest_messages;
 mod tenancy;
+mod tls;
 mod tools;
 mod traces;

@@ -35,6 +35,7 @@ fn auth(allow_anonymous: bool) -> Auth {
     );
     Auth::from_config(&AuthConfig {
         token: Some(Secret::new(SERVICE)),
+        internal_token: None,
         projects,
     })
     .unwrap()

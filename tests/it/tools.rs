@@ -91,6 +91,7 @@ fn auth(allow_anonymous: bool) -> Auth {
     projects.insert(EC_PROJECT.to_string(), project(None, &[EC_PUBLIC], false));
     Auth::from_config(&AuthConfig {
         token: Some(Secret::new(SERVICE_TOKEN)),
+        internal_token: None,
         projects,
     })
     .unwrap()

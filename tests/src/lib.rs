@@ -452,6 +452,7 @@ pub fn keyed_auth(allow_anonymous: bool) -> Auth {
     );
     Auth::from_config(&AuthConfig {
         token: Some(Secret::new(SERVICE_TOKEN)),
+        internal_token: None,
         projects,
     })
     .unwrap()

@@ -949,6 +949,7 @@ mod tests {
         );
         AuthConfig {
             token: token.map(Secret::new),
+            internal_token: None,
             projects,
         }
     }
@@ -1454,6 +1455,7 @@ mod tests {
         );
         let config = AuthConfig {
             token: None,
+            internal_token: None,
             projects,
         };
         let problems = config_problems(&config);
@@ -1530,6 +1532,7 @@ mod tests {
         // With a static token, the demo project is no longer anonymous.
         let closed = AuthConfig {
             token: Some(Secret::new(SERVICE_TOKEN)),
+            internal_token: None,
             projects: BTreeMap::new(),
         };
         let auth = Auth::from_config(&embedded_config(&closed, dir.path()).unwrap()).unwrap();

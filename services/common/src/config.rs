@@ -36,6 +36,7 @@ pub struct Config {
     pub grpc: SocketAddr,
     pub shards: ShardsConfig,
     pub server: ServerConfig,
+    pub tls: TlsConfig,
     pub limits: LimitsConfig,
     pub postgres: PostgresConfig,
     pub auth: AuthConfig,
@@ -56,6 +57,7 @@ impl Default for Config {
             grpc: "127.0.0.1:50051".parse().expect("valid default"),
             shards: ShardsConfig::default(),
             server: ServerConfig::default(),
+            tls: TlsConfig::default(),
             limits: LimitsConfig::default(),
             postgres: PostgresConfig::default(),
             auth: AuthConfig::default(),
@@ -82,6 +84,32 @@ pub struct ShardsConfig {
     /// How often a router probes every address of `remote` (in seconds): shards that were down
     /// join, a shard answering with a new id is re-keyed, readiness follows reachability.
     pub refresh_secs: u64,
+    /// `router`: call shards over TLS, trusting the certificate authorities of this PEM file.
+    /// Unset: plain text, unless an address is `https://` (then the system's roots are trusted).
+    pub tls_ca_file: Option<PathBuf>,
+    /// `router`: the certificate (PEM chain) it presents to shards that require one (mutual
+    /// TLS; the shards' `tls.client_ca_file`). With it and no `auth.internal_token`, the router
+    /// sends shards no bearer token: the certificate is its credential.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `router`: the private key (PEM) of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// `router`: the name shard certificates must carry, when it differs from the addresses'
+    /// host (addresses by IP, one certificate for every shard).
+    pub tls_server_name: Option<String>,
+}
+
+/// TLS of this process's listeners (`[tls]`): the router's REST and gRPC APIs (`serve` too),
+/// or a shard's gRPC API. Unset: plain text.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// The server certificate, a PEM chain (leaf first).
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// When set, callers must present a certificate issued by one of these authorities (PEM):
+    /// on a shard, the routers' certificate (mutual TLS between router and shards).
+    pub client_ca_file: Option<PathBuf>,
 }
 
 /// Process lifecycle.
@@ -104,6 +132,10 @@ impl Default for ShardsConfig {
             remote: Vec::new(),
             replication: 1,
             refresh_secs: 5,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_server_name: None,
         }
     }
 }
@@ -214,6 +246,11 @@ pub struct AuthConfig {
     /// without keys requires it of every request; a project with keys accepts it besides JWTs.
     /// Required when binding beyond loopback.
     pub token: Option<Secret>,
+    /// The credential between routers and shards, when it must differ from the public `token`:
+    /// a router sends it to its shards, and a shard accepts it alone. Unset: a router sends
+    /// `token` (or, with a client certificate in `shards.tls_cert_file`, nothing), and a shard
+    /// accepts `token` (or, with `tls.client_ca_file`, a verified client certificate alone).
+    pub internal_token: Option<Secret>,
     /// Per-project JWT verification, keyed by project UUID (`[auth.projects.<uuid>]`, or
     /// `AGENTSEARCH_AUTH__PROJECTS__<uuid>__<KEY>`; the hyphenless form of the UUID is accepted).
     pub projects: BTreeMap<String, ProjectAuthConfig>,
@@ -860,6 +897,45 @@ impl Config {
         }
         self.hydration.validate(&mut errors);
         self.http.validate(&mut errors);
+        let tls = &self.tls;
+        match (&tls.cert_file, &tls.key_file) {
+            (Some(_), None) => errors.push("tls.key_file: required with tls.cert_file".to_string()),
+            (None, Some(_)) => errors.push("tls.cert_file: required with tls.key_file".to_string()),
+            _ => {}
+        }
+        if tls.client_ca_file.is_some() && tls.cert_file.is_none() {
+            errors.push(
+                "tls.client_ca_file: client certificates need TLS: set tls.cert_file and \
+                 tls.key_file"
+                    .to_string(),
+            );
+        }
+        match (&self.shards.tls_cert_file, &self.shards.tls_key_file) {
+            (Some(_), None) => {
+                errors.push("shards.tls_key_file: required with shards.tls_cert_file".to_string())
+            }
+            (None, Some(_)) => {
+                errors.push("shards.tls_cert_file: required with shards.tls_key_file".to_string())
+            }
+            _ => {}
+        }
+        if let Some(name) = &self.shards.tls_server_name
+            && (name.is_empty()
+                || name.len() > 253
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':')))
+        {
+            errors.push(format!(
+                "shards.tls_server_name: must be a DNS name or an IP address, got `{}`",
+                crate::ids::truncate(name, 64)
+            ));
+        }
+        if let Some(token) = &self.auth.internal_token
+            && token.expose().len() < 16
+        {
+            errors.push("auth.internal_token: must be at least 16 characters".to_string());
+        }
         let t = &self.telemetry;
         if let Some(endpoint) = &t.otlp_endpoint {
             let scheme_ok = endpoint.starts_with("http://") || endpoint.starts_with("https://");
@@ -967,7 +1043,10 @@ impl Config {
             if addr.ip().is_loopback() {
                 continue;
             }
-            if self.auth.token.is_none() {
+            // A shard may instead take the internal token, or only verified client certificates.
+            let shard_credential = role == Role::Shard
+                && (self.auth.internal_token.is_some() || self.tls.client_ca_file.is_some());
+            if self.auth.token.is_none() && !shard_credential {
                 problems.push(format!(
                     "auth.token: required because {key} binds {addr}, beyond loopback"
                 ));
@@ -996,6 +1075,9 @@ impl Config {
             hide(url);
         }
         if let Some(token) = copy.auth.token.as_mut() {
+            hide(token);
+        }
+        if let Some(token) = copy.auth.internal_token.as_mut() {
             hide(token);
         }
         for project in copy.auth.projects.values_mut() {

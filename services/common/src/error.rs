@@ -151,6 +151,18 @@ impl Error {
         }
     }
 
+    /// An invalid setting, found when a process starts: the message names the key.
+    pub fn config(key: impl Into<String>, issue: impl Into<String>) -> Self {
+        let violation = FieldViolation::new(key, issue);
+        Error::InvalidArgument {
+            message: format!(
+                "invalid configuration: {}: {}",
+                violation.field, violation.issue
+            ),
+            violations: vec![violation],
+        }
+    }
+
     /// An invalid request with several violations (must not be empty).
     pub fn invalid_many(violations: Vec<FieldViolation>) -> Self {
         Error::InvalidArgument {
