@@ -122,9 +122,11 @@ def dummy_for_env(name: str) -> str:
     raise KeyError(f"no dummy value for the environment variable {name}")
 
 
-def dummy_for_mount(mount_path: str) -> str:
-    if "postgres-ca" in mount_path:
+def dummy_for_mount(mount_path: str, key: str) -> str:
+    if "postgres-ca" in mount_path or "redis-ca" in mount_path:
         return (FIXTURES / "test-ca.crt").read_text()
+    if mount_path.rstrip("/").endswith("/tls"):
+        return (FIXTURES / ("test-server.key" if key.endswith(".key") else "test-server.crt")).read_text()
     if "jwt" in mount_path:
         return (FIXTURES / "ec-p256-public.pem").read_text()
     raise KeyError(f"no dummy file for a secret mounted at {mount_path}")
@@ -188,7 +190,7 @@ def materialize(objects: list[dict], workload: dict, workdir: pathlib.Path, bina
             data = secrets.get(volume["secret"]["secretName"])
             items = volume["secret"].get("items") or [{"key": k, "path": k} for k in (data or {})]
             for item in items:
-                text = data[item["key"]] if data is not None else dummy_for_mount(mount["mountPath"])
+                text = data[item["key"]] if data is not None else dummy_for_mount(mount["mountPath"], item["key"])
                 (target / item["path"]).write_text(text)
         if "subPath" in mount:
             mounts[mount["mountPath"]] = target / mount["subPath"]

@@ -133,6 +133,9 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
 {{- $hydration := deepCopy (default (dict) $c.hydration) -}}
 {{- if $v.redis.enabled -}}
 {{- $_ := set $hydration "cache" "redis" -}}
+{{- if $v.redis.tls.caSecret.name -}}
+{{- $_ := set $hydration "redis_ca_file" (printf "/etc/agentsearch/redis-ca/%s" $v.redis.tls.caSecret.key) -}}
+{{- end -}}
 {{- end -}}
 {{- $embed := merge (dict "model_dir" $v.router.modelDir) (default (dict) $c.embed) -}}
 {{- $projects := dict -}}
@@ -169,6 +172,9 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
 -}}
 {{- if $projects -}}
 {{- $_ := set $config "auth" (dict "projects" $projects) -}}
+{{- end -}}
+{{- if $v.router.tlsSecret -}}
+{{- $_ := set $config "tls" (dict "cert_file" "/etc/agentsearch/tls/tls.crt" "key_file" "/etc/agentsearch/tls/tls.key") -}}
 {{- end -}}
 {{- toJson $config -}}
 {{- end -}}
@@ -242,9 +248,6 @@ checksum/secret: {{ .Values.auth.token | sha256sum }}
 {{- end -}}
 {{- if and $v.redis.url $v.redis.host -}}
 {{- fail "set either redis.url or redis.host, not both" -}}
-{{- end -}}
-{{- if and $v.redis.enabled (hasPrefix "rediss://" $v.redis.url) -}}
-{{- fail "redis.url: TLS (rediss://) is not supported by agentsearch; use redis:// on a trusted network" -}}
 {{- end -}}
 {{- if le (int $v.router.terminationGracePeriodSeconds) (int $v.router.drainSecs) -}}
 {{- fail "router.terminationGracePeriodSeconds must exceed router.drainSecs, or pods are killed while draining" -}}

@@ -477,8 +477,15 @@ pub struct TelemetryConfig {
 pub struct HydrationConfig {
     /// Where hydrated schemas are kept: `memory` (in-process), `redis` (shared by routers) or `none`.
     pub cache: HydrationCache,
-    /// Redis of `cache = "redis"`: `redis://[user:password@]host:port[/db]` (no TLS).
+    /// Redis of `cache = "redis"`: `redis://[user:password@]host:port[/db]`, or `rediss://` for
+    /// TLS.
     pub redis_url: Secret,
+    /// `rediss://`: the certificate authorities (PEM) the server's certificate must chain to
+    /// (default: the system's roots).
+    pub redis_ca_file: Option<PathBuf>,
+    /// `https://` providers: the certificate authorities (PEM) their certificates must chain to
+    /// (default: the system's roots).
+    pub tls_ca_file: Option<PathBuf>,
     /// How long a hydrated schema, or a provider's "nothing for this user", is kept.
     pub ttl_secs: u64,
     /// Provider timeout of the integrations that set none.
@@ -494,6 +501,8 @@ impl Default for HydrationConfig {
         Self {
             cache: HydrationCache::Memory,
             redis_url: Secret::new("redis://127.0.0.1:6379"),
+            redis_ca_file: None,
+            tls_ca_file: None,
             ttl_secs: 300,
             timeout_ms: 800,
             cache_timeout_ms: 50,
@@ -551,17 +560,13 @@ impl HydrationConfig {
         }
         if self.cache == HydrationCache::Redis {
             let url = self.redis_url.expose();
-            if url.starts_with("rediss://") {
-                errors.push(
-                    "hydration.redis_url: TLS (rediss://) is not supported by this build; use redis://"
-                        .to_string(),
-                );
-            } else if !["redis://", "redis+unix://", "unix://"]
+            if !["redis://", "rediss://", "redis+unix://", "unix://"]
                 .iter()
                 .any(|scheme| url.starts_with(scheme))
             {
                 errors.push(
-                    "hydration.redis_url: must start with redis://, redis+unix:// or unix://"
+                    "hydration.redis_url: must start with redis://, rediss://, redis+unix:// or \
+                     unix://"
                         .to_string(),
                 );
             }
@@ -584,12 +589,16 @@ impl HydrationConfig {
             match integration.provider {
                 HydrationProvider::Http => {
                     match integration.url.as_deref() {
-                        None => errors.push(format!("{key}.url: required when provider = \"http\"")),
-                        Some(url) if url.starts_with("https://") => errors.push(format!(
-                            "{key}.url: https is not supported (this build has no TLS client); use http://, e.g. through a local TLS-terminating proxy"
-                        )),
-                        Some(url) if !url.starts_with("http://") || url.len() <= "http://".len() => {
-                            errors.push(format!("{key}.url: must be an http:// URL, got `{url}`"))
+                        None => {
+                            errors.push(format!("{key}.url: required when provider = \"http\""))
+                        }
+                        Some(url)
+                            if !(url.starts_with("http://") && url.len() > "http://".len()
+                                || url.starts_with("https://") && url.len() > "https://".len()) =>
+                        {
+                            errors.push(format!(
+                                "{key}.url: must be an http:// or https:// URL, got `{url}`"
+                            ))
                         }
                         Some(_) => {}
                     }

@@ -3,7 +3,8 @@
 //! Request: `POST url` with `{"projectId", "userId", "integration", "tool", "catalogVersion",
 //! "parameters"}` (`parameters` is the static JSON Schema). Answer: 200 with `{"parameters": {..},
 //! "description"?: ".."}` hydrates; 204 or 404 means nothing special for this user; any other
-//! status, an invalid body or the timeout is an error. Plain HTTP only (no TLS client is linked).
+//! status, an invalid body or the timeout is an error. `http://` or `https://` (rustls; the
+//! system's roots, or the authorities of `hydration.tls_ca_file`).
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -27,11 +29,11 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// How long an idle pooled connection to the provider is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
-/// A provider reached over plain HTTP, with keep-alive connections.
+/// A provider reached over HTTP or HTTPS, with keep-alive connections.
 pub struct HttpHydrator {
     url: Uri,
     timeout: Duration,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 #[derive(Serialize)]
@@ -52,31 +54,75 @@ struct ProviderAnswer {
     description: Option<String>,
 }
 
+/// The TLS of `https` providers: the authorities of `ca_pem`, else the system's roots.
+fn client_tls(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, HydrateError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_pem {
+        Some(pem) => {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| {
+                    HydrateError::Config(format!("not a PEM certificate file: {e}"))
+                })?;
+                roots
+                    .add(cert)
+                    .map_err(|e| HydrateError::Config(format!("unusable certificate: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(HydrateError::Config("holds no PEM certificate".to_string()));
+            }
+        }
+        None => {
+            // Certificates the system store holds but rustls cannot use are skipped.
+            let found = rustls_native_certs::load_native_certs();
+            let _ = roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| HydrateError::Config(format!("TLS: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(config)
+}
+
 impl HttpHydrator {
-    /// A provider at `url` (`http://host:port/path`); each call, connection included, is bounded
-    /// by `timeout`. An `https` URL is an error: no TLS client is linked.
+    /// A provider at `url` (`http://` or `https://host:port/path`); each call, connection and
+    /// TLS handshake included, is bounded by `timeout`. An `https` provider's certificate is
+    /// checked against the system's roots.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, HydrateError> {
+        Self::with_roots(url, timeout, None)
+    }
+
+    /// [`HttpHydrator::new`], trusting only the authorities of `ca_pem` (PEM) for `https`.
+    pub fn with_roots(
+        url: &str,
+        timeout: Duration,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, HydrateError> {
         let uri: Uri = url
             .parse()
             .map_err(|e| HydrateError::Config(format!("invalid URL `{url}`: {e}")))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(HydrateError::Config(
-                    "https is not supported (this build has no TLS client); use http://, e.g. through a local TLS-terminating proxy".to_string(),
-                ));
-            }
-            _ => {
-                return Err(HydrateError::Config(format!(
-                    "must be an http:// URL, got `{url}`"
-                )));
-            }
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(HydrateError::Config(format!(
+                "must be an http:// or https:// URL, got `{url}`"
+            )));
         }
         if uri.host().is_none_or(str::is_empty) {
             return Err(HydrateError::Config(format!("URL `{url}` has no host")));
         }
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let tls = client_tls(ca_pem)?;
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_timer(TokioTimer::new())
@@ -188,17 +234,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_http_urls_are_accepted() {
+    fn http_and_https_urls_are_accepted() {
         let timeout = Duration::from_millis(100);
-        let err = HttpHydrator::new("https://crm.example.com/hydrate", timeout)
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("https is not supported"), "{err}");
+        let ok = HttpHydrator::new("https://crm.example.com/hydrate", timeout).unwrap();
+        assert_eq!(ok.url().scheme_str(), Some("https"));
         let err = HttpHydrator::new("ftp://x/y", timeout).err().unwrap();
-        assert!(err.to_string().contains("must be an http:// URL"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("must be an http:// or https:// URL"),
+            "{err}"
+        );
         assert!(HttpHydrator::new("not a url", timeout).is_err());
         let ok = HttpHydrator::new("http://127.0.0.1:9300/hydrate", timeout).unwrap();
         assert_eq!(ok.url().port_u16(), Some(9300));
+        let err = HttpHydrator::with_roots("https://x/y", timeout, Some(b"not a certificate"))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("PEM"), "{err}");
     }
 
     #[test]

@@ -25,12 +25,32 @@ pub struct RedisCache {
 }
 
 impl RedisCache {
-    /// A cache at `url` (`redis://host:port[/db]`) whose calls each take at most `timeout`. It
+    /// A cache at `url` (`redis://host:port[/db]`, or `rediss://` over TLS) whose calls each take at most `timeout`. It
     /// does not connect yet (a Redis that is down does not fail startup), but it must be created
     /// within a Tokio runtime.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| CacheError::Unavailable(format!("invalid Redis URL: {e}")))?;
+        Self::with_roots(url, timeout, None)
+    }
+
+    /// [`RedisCache::new`]; a `rediss://` URL connects over TLS, checking the server's
+    /// certificate against the authorities of `ca_pem` (PEM), else the system's roots.
+    pub fn with_roots(
+        url: &str,
+        timeout: Duration,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, CacheError> {
+        let client = if url.starts_with("rediss://") {
+            redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: ca_pem.map(<[u8]>::to_vec),
+                },
+            )
+        } else {
+            redis::Client::open(url)
+        }
+        .map_err(|e| CacheError::Unavailable(format!("invalid Redis URL: {e}")))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT.max(timeout)))
             .set_response_timeout(Some(timeout))

@@ -171,6 +171,16 @@ impl HydrationServiceBuilder {
     }
 }
 
+/// The PEM file of certificate authorities at `path` (relative to `base_dir`), if configured.
+fn read_ca(base_dir: &Path, path: Option<&Path>, key: &str) -> Result<Option<Vec<u8>>, Error> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    std::fs::read(base_dir.join(path))
+        .map(Some)
+        .map_err(|e| config_error(key, format!("cannot read {}: {e}", path.display())))
+}
+
 impl HydrationService {
     pub fn builder() -> HydrationServiceBuilder {
         HydrationServiceBuilder {
@@ -199,11 +209,22 @@ impl HydrationService {
             HydrationCache::Memory => builder = builder.cache(Arc::new(MemoryCache::default())),
             HydrationCache::Redis => {
                 let timeout = Duration::from_millis(config.cache_timeout_ms.max(1));
-                let cache = RedisCache::new(config.redis_url.expose(), timeout)
-                    .map_err(|e| config_error("hydration.redis_url", e.to_string()))?;
+                let ca = read_ca(
+                    base_dir,
+                    config.redis_ca_file.as_deref(),
+                    "hydration.redis_ca_file",
+                )?;
+                let cache =
+                    RedisCache::with_roots(config.redis_url.expose(), timeout, ca.as_deref())
+                        .map_err(|e| config_error("hydration.redis_url", e.to_string()))?;
                 builder = builder.cache(Arc::new(cache));
             }
         }
+        let provider_ca = read_ca(
+            base_dir,
+            config.tls_ca_file.as_deref(),
+            "hydration.tls_ca_file",
+        )?;
         for (slug, integration) in &config.integrations {
             let key = format!("hydration.integrations.{slug}");
             let timeout_ms = integration.timeout_ms.unwrap_or(config.timeout_ms);
@@ -219,8 +240,9 @@ impl HydrationService {
                             "required when provider = \"http\"",
                         ));
                     };
-                    let hydrator = HttpHydrator::new(url, timeout)
-                        .map_err(|e| config_error(format!("{key}.url"), e.to_string()))?;
+                    let hydrator =
+                        HttpHydrator::with_roots(url, timeout, provider_ca.as_deref())
+                            .map_err(|e| config_error(format!("{key}.url"), e.to_string()))?;
                     Arc::new(hydrator)
                 }
                 HydrationProvider::File => {

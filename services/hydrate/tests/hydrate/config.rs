@@ -64,8 +64,8 @@ fn integrations_parse_and_validation_names_the_key() {
             "hydration.integrations.salesforce.url: required when provider = \"http\"",
         ),
         (
-            "[hydration.integrations.salesforce]\nprovider = \"http\"\nurl = \"https://crm.example.com/h\"\n",
-            "hydration.integrations.salesforce.url: https is not supported",
+            "[hydration.integrations.salesforce]\nprovider = \"http\"\nurl = \"ftp://crm.example.com/h\"\n",
+            "hydration.integrations.salesforce.url: must be an http:// or https:// URL",
         ),
         (
             "[hydration.integrations.salesforce]\nprovider = \"file\"\n",
@@ -97,8 +97,8 @@ fn integrations_parse_and_validation_names_the_key() {
             "hydration.cache_timeout_ms: must be >= 1",
         ),
         (
-            "[hydration]\ncache = \"redis\"\nredis_url = \"rediss://cache:6380\"\n",
-            "hydration.redis_url: TLS (rediss://) is not supported",
+            "[hydration]\ncache = \"redis\"\nredis_url = \"memcached://cache:6380\"\n",
+            "hydration.redis_url: must start with redis://, rediss://",
         ),
     ];
     for (toml, expected) in cases {
@@ -168,12 +168,13 @@ async fn from_config_errors_name_the_key() {
             timeout_ms: None,
         },
     );
-    let err = HydrationService::from_config(&config, Path::new("."))
+    config.tls_ca_file = Some("missing/ca.pem".into());
+    let err = HydrationService::from_config(&config, Path::new("/nonexistent"))
         .err()
         .unwrap()
         .to_string();
     assert!(
-        err.starts_with("hydration.integrations.salesforce.url: https is not supported"),
+        err.starts_with("hydration.tls_ca_file: cannot read"),
         "{err}"
     );
 }

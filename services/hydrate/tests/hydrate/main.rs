@@ -8,3 +8,4 @@ mod file_provider;
 mod http_provider;
 mod single_flight;
 mod support;
+mod tls;

@@ -118,19 +118,67 @@ pub async fn start_provider(delay: Duration) -> (String, Provider) {
         delay,
         ..Provider::default()
     };
-    let app = Router::new()
-        .route("/hydrate", post(hydrate))
-        .route("/status/{code}", post(status))
-        .route("/bad-json", post(bad_json))
-        .route("/not-object", post(not_object))
-        .route("/hang", post(hang))
-        .with_state(provider.clone());
+    let app = provider_app(&provider);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();
     });
     (format!("http://{addr}"), provider)
+}
+
+fn provider_app(provider: &Provider) -> Router {
+    Router::new()
+        .route("/hydrate", post(hydrate))
+        .route("/status/{code}", post(status))
+        .route("/bad-json", post(bad_json))
+        .route("/not-object", post(not_object))
+        .route("/hang", post(hang))
+        .with_state(provider.clone())
+}
+
+/// [`start_provider`] over HTTPS with the certificate and key (PEM) given; returns its base URL.
+pub async fn start_tls_provider(cert_pem: &str, key_pem: &str) -> (String, Provider) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let provider = Provider::default();
+    let app = provider_app(&provider);
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake: nothing to serve.
+                let Ok(stream) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
+                    .await;
+            });
+        }
+    });
+    (format!("https://localhost:{}", addr.port()), provider)
 }
 
 async fn hydrate(State(provider): State<Provider>, Json(body): Json<Value>) -> Json<Value> {
