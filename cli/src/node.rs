@@ -225,6 +225,7 @@ pub async fn serve_shard(
         drain,
         admission,
         tls,
+        &config.limits,
     )
     .await?;
     let flushed = shard.flush_now().await?;

@@ -9,6 +9,7 @@ pub mod convert;
 pub mod convert_context;
 pub mod error_codec;
 pub mod grpc_metrics;
+pub mod incoming;
 pub mod tls;
 
 /// The public API: tool search and catalog maintenance.

@@ -300,7 +300,10 @@ pub async fn serve_on_tls(
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     agentsearch_common::metrics::handle();
     let limits = router.limits().clone();
-    let mut grpc_builder = tonic::transport::Server::builder();
+    // A call whose answer takes longer than limits.request_timeout_ms is cut (CANCELLED); a
+    // caller's shorter grpc-timeout applies too.
+    let mut grpc_builder = tonic::transport::Server::builder()
+        .timeout(Duration::from_millis(limits.request_timeout_ms));
     if let Some(tls) = &tls {
         // A TLS handshake must finish within the time a plain connection has for its headers.
         grpc_builder = grpc_builder
@@ -323,7 +326,12 @@ pub async fn serve_on_tls(
         .add_service(context_sync)
         .add_service(connections)
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            agentsearch_proto::incoming::bounded(
+                grpc,
+                limits.max_connections as usize,
+                Duration::from_millis(limits.header_read_timeout_ms),
+                "grpc_connection",
+            ),
             shutdown.clone(),
         );
 

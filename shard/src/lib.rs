@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentsearch_common::auth::Auth;
-use agentsearch_common::config::{ContextConfig, LexicalConfig};
+use agentsearch_common::config::{ContextConfig, LexicalConfig, LimitsConfig};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
     GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
@@ -347,6 +347,7 @@ pub async fn serve(
     drain: std::time::Duration,
     admission: Admission,
     tls: Option<ServerTls>,
+    limits: &LimitsConfig,
 ) -> Result<()> {
     // Mutual TLS authenticates every caller; otherwise a bind beyond loopback needs a token.
     if !tls.as_ref().is_some_and(ServerTls::mutual) {
@@ -355,7 +356,10 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Unavailable(format!("bind {addr}: {e}")))?;
-    serve_on_tls(shard, auth, listener, shutdown, drain, admission, tls).await
+    serve_on_tls(
+        shard, auth, listener, shutdown, drain, admission, tls, limits,
+    )
+    .await
 }
 
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
@@ -393,11 +397,17 @@ pub async fn serve_on_draining(
     drain: std::time::Duration,
     admission: Admission,
 ) -> Result<()> {
-    serve_on_tls(shard, auth, listener, shutdown, drain, admission, None).await
+    let limits = LimitsConfig::default();
+    serve_on_tls(
+        shard, auth, listener, shutdown, drain, admission, None, &limits,
+    )
+    .await
 }
 
 /// [`serve_on_draining`] over TLS when `tls` is set (the listener then speaks TLS only; with a
-/// client CA, only callers with a certificate it issued get past the handshake).
+/// client CA, only callers with a certificate it issued get past the handshake), with the
+/// connection bounds and call timeout of `limits`.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve_on_tls(
     shard: Arc<dyn ShardApi>,
     auth: Auth,
@@ -406,6 +416,7 @@ pub async fn serve_on_tls(
     drain: std::time::Duration,
     admission: Admission,
     tls: Option<ServerTls>,
+    limits: &LimitsConfig,
 ) -> Result<()> {
     use tonic::server::NamedService;
     let addr = listener
@@ -444,7 +455,8 @@ pub async fn serve_on_tls(
     );
     agentsearch_common::metrics::handle();
     let shutdown = futures_util_shared(shutdown);
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = tonic::transport::Server::builder()
+        .timeout(std::time::Duration::from_millis(limits.request_timeout_ms));
     if let Some(tls) = &tls {
         builder = builder
             .tls_config(tls.grpc(TLS_HANDSHAKE_TIMEOUT))
@@ -456,7 +468,12 @@ pub async fn serve_on_tls(
         .add_service(health_service)
         .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            agentsearch_proto::incoming::bounded(
+                listener,
+                limits.max_connections as usize,
+                std::time::Duration::from_millis(limits.header_read_timeout_ms),
+                "grpc_connection",
+            ),
             shutdown.clone(),
         );
     // After the drain, in-flight calls get SHUTDOWN_GRACE to finish; a call still open then (a

@@ -233,6 +233,12 @@ async fn a_request_past_its_timeout_is_answered_timeout() {
             .unwrap()
             .contains("limits.request_timeout_ms")
     );
+    // Over gRPC, the call is cut at the same bound instead of waiting for the shard.
+    let started = std::time::Instant::now();
+    let answer = search(env.grpc, search_request("send a message")).await;
+    let status = answer.expect_err("a call held past limits.request_timeout_ms was answered");
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
     env.shard.gate.add_permits(10);
 }
 
@@ -279,6 +285,37 @@ async fn slow_headers_and_excess_connections_are_closed() {
         !String::from_utf8_lossy(&buf).contains("200 OK"),
         "a third connection was served"
     );
+    drop((_a, _b));
+
+    // The gRPC listener likewise: a silent connection is closed, and beyond two open connections
+    // one more is closed as it is accepted.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut silent = tokio::net::TcpStream::connect(env.grpc).await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "a silent gRPC connection stayed open");
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut connection = tokio::net::TcpStream::connect(env.grpc).await.unwrap();
+        connection.write_all(preface).await.unwrap();
+        open.push(connection);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut third = tokio::net::TcpStream::connect(env.grpc).await.unwrap();
+    let _ = third.write_all(preface).await;
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), third.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "a third gRPC connection stayed open");
+    assert!(buf.is_empty(), "a third gRPC connection was answered");
+    // Once they close, a client is served again.
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel(env.grpc).await);
+    health
+        .check(tonic_health::pb::HealthCheckRequest::default())
+        .await
+        .unwrap();
 }
 
 async fn http_req(addr: std::net::SocketAddr, path: &str) -> (u16, Vec<(String, String)>, String) {

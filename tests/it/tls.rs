@@ -83,17 +83,22 @@ async fn tls_shard(
         limits.effective_max_in_flight(),
         Duration::from_millis(limits.retry_after_ms),
     );
-    tokio::spawn(agentsearch_shard::serve_on_tls(
-        shard,
-        Auth::new(token.map(Secret::new)),
-        listener,
-        async {
-            let _ = stopped.await;
-        },
-        Duration::ZERO,
-        admission,
-        Some(tls),
-    ));
+    let auth = Auth::new(token.map(Secret::new));
+    tokio::spawn(async move {
+        agentsearch_shard::serve_on_tls(
+            shard,
+            auth,
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::ZERO,
+            admission,
+            Some(tls),
+            &limits,
+        )
+        .await
+    });
     (addr, stop)
 }
 

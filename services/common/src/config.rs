@@ -172,11 +172,14 @@ pub struct LimitsConfig {
     pub max_in_flight: u32,
     /// The `retryAfterMs` a refused request is given.
     pub retry_after_ms: u64,
-    /// A REST request taking longer is answered `TIMEOUT` (504); its writes still complete.
+    /// A REST request taking longer is answered `TIMEOUT` (504); its writes still complete. A
+    /// gRPC call whose answer takes longer is cut (CANCELLED); a caller's shorter `grpc-timeout`
+    /// applies too.
     pub request_timeout_ms: u64,
-    /// A REST connection must send a request's headers within this time, or it is closed.
+    /// A REST connection must send a request's headers within this time, a gRPC connection its
+    /// first bytes, and a TLS connection finish its handshake, or it is closed.
     pub header_read_timeout_ms: u64,
-    /// Open REST connections; more are closed as they are accepted.
+    /// Open connections per listener (REST, gRPC); more are closed as they are accepted.
     pub max_connections: u32,
     /// Query embeddings computed or waiting for a core at once (0: two per CPU core). A search
     /// whose query would wait beyond it ranks by BM25 alone (`degraded: lexical_only`) instead of
