@@ -125,7 +125,9 @@ def dummy_for_env(name: str) -> str:
 def dummy_for_mount(mount_path: str, key: str) -> str:
     if "postgres-ca" in mount_path or "redis-ca" in mount_path:
         return (FIXTURES / "test-ca.crt").read_text()
-    if mount_path.rstrip("/").endswith("/tls"):
+    if mount_path.rstrip("/").endswith("/internal") and key == "ca.crt":
+        return (FIXTURES / "test-ca.crt").read_text()
+    if mount_path.rstrip("/").endswith(("/tls", "/internal")):
         return (FIXTURES / ("test-server.key" if key.endswith(".key") else "test-server.crt")).read_text()
     if "jwt" in mount_path:
         return (FIXTURES / "ec-p256-public.pem").read_text()

@@ -143,8 +143,17 @@ def properties(name: str, objects: list[dict], values: dict) -> None:
     check(rc["readinessProbe"]["httpGet"]["path"] == merged["router"]["readinessProbe"]["path"], f"{name}: router readiness path")
     sc = shards["spec"]["template"]["spec"]["containers"][0]
     check(sc["args"][:3] == ["shard", "--config", "/etc/agentsearch/agentsearch.toml"], f"{name}: shard args")
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        check("grpc" in sc[probe], f"{name}: shard {probe} is not a grpc probe")
+    if merged["internalTls"]["secretName"]:
+        # gRPC probes cannot speak TLS: HTTP on the metrics port, readiness on /readyz.
+        metrics_port = merged["shard"]["metricsPort"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            check(sc[probe].get("httpGet", {}).get("port") == metrics_port, f"{name}: shard {probe} is not on the metrics port")
+        check(sc["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}: shard readiness path")
+        check(shard_toml.get("tls", {}).get("client_ca_file") == "/etc/agentsearch/internal/ca.crt", f"{name}: shards require client certificates")
+        check(router_toml["shards"].get("tls_cert_file") == "/etc/agentsearch/internal/tls.crt", f"{name}: routers present a client certificate")
+    else:
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            check("grpc" in sc[probe], f"{name}: shard {probe} is not a grpc probe")
     check(
         sc["startupProbe"]["periodSeconds"] * sc["startupProbe"]["failureThreshold"] >= 300,
         f"{name}: shard startupProbe shorter than 5 minutes",

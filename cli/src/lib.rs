@@ -238,7 +238,9 @@ fn config_check(file: Option<&std::path::Path>, args: &ConfigCheckArgs) -> anyho
             anyhow::bail!("the configuration has {} problem(s)", err.0.len());
         }
     };
-    let problems = config.role_problems(args.role.into());
+    let role: Role = args.role.into();
+    let mut problems = config.role_problems(role);
+    problems.extend(tls_problems(&config, role));
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("{problem}");
@@ -267,6 +269,26 @@ fn start_telemetry(
 /// Sends the spans still buffered before the process exits.
 async fn stop_telemetry(telemetry: agentsearch_common::telemetry::Telemetry) {
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+}
+
+/// The TLS files the role reads at start, read and checked as it does (paths, PEM, key pairs).
+fn tls_problems(config: &Config, role: Role) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Err(err) = agentsearch_proto::tls::ServerTls::load(&config.tls) {
+        problems.push(err.to_string());
+    }
+    if role == Role::Router
+        && let Err(err) = agentsearch_proto::tls::shard_client_tls(&config.shards)
+    {
+        problems.push(err.to_string());
+    }
+    problems
+        .into_iter()
+        .map(|p| {
+            p.strip_prefix("invalid configuration: ")
+                .map_or(p.clone(), str::to_string)
+        })
+        .collect()
 }
 
 /// Refuses to start a process whose configuration lacks what its role needs.

@@ -199,14 +199,20 @@ pub async fn serve_shard(
     shard.start_flusher(FLUSH_EVERY);
     let drain = Duration::from_secs(config.server.drain_secs);
     let shutdown = futures::FutureExt::shared(futures::FutureExt::boxed(shutdown));
+    // The admin endpoints stay up through the drain (readiness 503) until the gRPC server stops.
+    let (stopped, stop) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = config.server.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding server.metrics_listen {addr}"))?;
-        tracing::info!(%addr, "shard metrics listening");
-        let (api, stop) = (shard.clone() as Arc<dyn ShardApi>, shutdown.clone());
+        tracing::info!(%addr, "shard metrics, liveness and readiness listening");
+        let (api, draining) = (shard.clone() as Arc<dyn ShardApi>, shutdown.clone());
         tokio::spawn(async move {
-            if let Err(err) = agentsearch_shard::serve_metrics(api, listener, stop).await {
+            let stop = async move {
+                let _ = stop.await;
+            };
+            if let Err(err) = agentsearch_shard::serve_metrics(api, listener, draining, stop).await
+            {
                 tracing::error!(error = %err, "shard metrics server stopped");
             }
         });
@@ -228,6 +234,7 @@ pub async fn serve_shard(
         &config.limits,
     )
     .await?;
+    drop(stopped);
     let flushed = shard.flush_now().await?;
     tracing::info!(flushed, "shard stopped; vector snapshots flushed");
     Ok(())

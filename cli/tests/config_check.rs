@@ -93,3 +93,41 @@ drain_secs = 10
     assert!(!ok);
     assert!(stderr.contains("server.drain_secs"), "{stderr}");
 }
+
+#[test]
+fn tls_files_are_read_as_the_process_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentsearch.toml");
+    let missing = dir.path().join("missing.crt");
+    std::fs::write(
+        &file,
+        format!(
+            "[tls]\ncert_file = \"{0}\"\nkey_file = \"{0}\"\n\n[shards]\nremote = [\"127.0.0.1:50052\"]\ntls_ca_file = \"{0}\"\n",
+            missing.display()
+        ),
+    )
+    .unwrap();
+    let env = [(
+        "AGENTSEARCH_POSTGRES__URL",
+        "postgres://agentsearch@127.0.0.1:5432/x",
+    )];
+    let (ok, _, stderr) = check("router", &file, &env);
+    assert!(!ok);
+    assert!(stderr.contains("tls.cert_file: cannot read"), "{stderr}");
+    assert!(
+        stderr.contains("shards.tls_ca_file: cannot read"),
+        "{stderr}"
+    );
+    // A shard does not call shards: only its own listener's files matter.
+    let (ok, _, stderr) = check("shard", &file, &[]);
+    assert!(!ok);
+    assert!(!stderr.contains("shards.tls_ca_file"), "{stderr}");
+    // A key path without its certificate is refused before any file is read.
+    std::fs::write(&file, "[tls]\nkey_file = \"/x.key\"\n").unwrap();
+    let (ok, _, stderr) = check("shard", &file, &[]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("tls.cert_file: required with tls.key_file"),
+        "{stderr}"
+    );
+}

@@ -303,35 +303,63 @@ fn futures_util_shared(
     shutdown.boxed().shared()
 }
 
-/// Serves the shard's Prometheus metrics at `GET /metrics` on `listener` until `shutdown`
-/// resolves: what its gRPC layer recorded, plus gauges read from the shard as it is scraped
-/// (indexes, tools, resident memory). No credentials: bind it where only the scraper reaches.
+/// Serves the shard's admin endpoints on `listener` until `stop` resolves: Prometheus metrics at
+/// `GET /metrics` (what its gRPC layer recorded, plus gauges read from the shard as it is scraped:
+/// indexes, tools, resident memory), `GET /livez` (200 while the process runs) and `GET /readyz`
+/// (200, then 503 from the moment `draining` resolves), for probes that cannot speak the gRPC
+/// port's protocol (a TLS listener). No credentials: bind it where only the scraper and the
+/// kubelet reach.
 pub async fn serve_metrics(
     shard: Arc<dyn ShardApi>,
     listener: tokio::net::TcpListener,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    draining: impl std::future::Future<Output = ()> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     use agentsearch_common::metrics::{CONTENT_TYPE, SHARD_INDEXES, SHARD_RESIDENT, SHARD_TOOLS};
+    use axum::http::StatusCode;
     agentsearch_common::metrics::handle();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let shard = shard.clone();
-            async move {
-                if let Ok(info) = shard.info().await {
-                    metrics::gauge!(SHARD_INDEXES).set(info.indexes as f64);
-                    metrics::gauge!(SHARD_TOOLS).set(info.tools as f64);
-                    metrics::gauge!(SHARD_RESIDENT).set(info.resident_bytes as f64);
+    let is_draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let is_draining = is_draining.clone();
+        tokio::spawn(async move {
+            draining.await;
+            is_draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let shard = shard.clone();
+                async move {
+                    if let Ok(info) = shard.info().await {
+                        metrics::gauge!(SHARD_INDEXES).set(info.indexes as f64);
+                        metrics::gauge!(SHARD_TOOLS).set(info.tools as f64);
+                        metrics::gauge!(SHARD_RESIDENT).set(info.resident_bytes as f64);
+                    }
+                    (
+                        [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],
+                        agentsearch_common::metrics::render(),
+                    )
                 }
-                (
-                    [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],
-                    agentsearch_common::metrics::render(),
-                )
-            }
-        }),
-    );
+            }),
+        )
+        .route("/livez", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let draining = is_draining.load(std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    if draining {
+                        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                    } else {
+                        (StatusCode::OK, "ready\n")
+                    }
+                }
+            }),
+        );
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(stop)
         .await
         .map_err(|e| Error::Internal(format!("metrics server: {e}")))
 }

@@ -2,6 +2,7 @@
 //! exist, move after a search, and never carry a query, a project or a user.
 
 use agentsearch_tests::*;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// The value of the series `name` whose labels include every `key="value"` of `labels`, or 0.
@@ -38,11 +39,18 @@ async fn router_and_shard_metrics_move_with_traffic() {
     load_catalog(cluster.grpc, PROJECT, &fixture_catalog(), 50).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let shard_metrics = listener.local_addr().unwrap();
+    let (drain, draining) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(agentsearch_shard::serve_metrics(
         cluster.local[0].clone(),
         listener,
+        async move {
+            let _ = draining.await;
+        },
         std::future::pending(),
     ));
+    // Liveness and readiness for probes that cannot reach the gRPC port.
+    assert_eq!(http(shard_metrics, "GET", "/livez", &[], "").await.0, 200);
+    assert_eq!(http(shard_metrics, "GET", "/readyz", &[], "").await.0, 200);
 
     let query = "send a message to a slack channel";
     search(cluster.grpc, search_request(query)).await.unwrap();
@@ -173,6 +181,12 @@ async fn router_and_shard_metrics_move_with_traffic() {
         "{shard}"
     );
     assert!(value(&shard, "agentsearch_shard_indexes", &[]) > 0.0);
+    // Draining: not ready, still alive, still scraped.
+    drain.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(http(shard_metrics, "GET", "/readyz", &[], "").await.0, 503);
+    assert_eq!(http(shard_metrics, "GET", "/livez", &[], "").await.0, 200);
+    assert_eq!(http(shard_metrics, "GET", "/metrics", &[], "").await.0, 200);
 
     // Bounded labels: no query, project or path a client sent.
     for text in [&after, &shard] {

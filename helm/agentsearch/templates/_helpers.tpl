@@ -176,6 +176,15 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
 {{- if $v.router.tlsSecret -}}
 {{- $_ := set $config "tls" (dict "cert_file" "/etc/agentsearch/tls/tls.crt" "key_file" "/etc/agentsearch/tls/tls.key") -}}
 {{- end -}}
+{{- if $v.internalTls.secretName -}}
+{{- $shards := get $config "shards" -}}
+{{- $_ := set $shards "tls_ca_file" "/etc/agentsearch/internal/ca.crt" -}}
+{{- $_ := set $shards "tls_cert_file" "/etc/agentsearch/internal/tls.crt" -}}
+{{- $_ := set $shards "tls_key_file" "/etc/agentsearch/internal/tls.key" -}}
+{{- if $v.internalTls.serverName -}}
+{{- $_ := set $shards "tls_server_name" $v.internalTls.serverName -}}
+{{- end -}}
+{{- end -}}
 {{- toJson $config -}}
 {{- end -}}
 
@@ -194,6 +203,9 @@ sections as the routers. */}}
   "log" (default (dict) $c.log)
   "telemetry" (default (dict) $c.telemetry)
 -}}
+{{- if $v.internalTls.secretName -}}
+{{- $_ := set $config "tls" (dict "cert_file" "/etc/agentsearch/internal/tls.crt" "key_file" "/etc/agentsearch/internal/tls.key" "client_ca_file" "/etc/agentsearch/internal/ca.crt") -}}
+{{- end -}}
 {{- toJson $config -}}
 {{- end -}}
 
@@ -319,6 +331,20 @@ answered. */}}
       fieldPath: metadata.name
 - name: OTEL_RESOURCE_ATTRIBUTES
   value: "service.instance.id=$(POD_NAME),k8s.pod.name=$(POD_NAME)"
+{{- end -}}
+
+{{/* A shard probe: gRPC health on the shard port, or with internal TLS an HTTP path on the
+metrics port. */}}
+{{- define "agentsearch.shardProbe" -}}
+{{- $s := .root.Values.shard -}}
+{{- if .root.Values.internalTls.secretName -}}
+httpGet:
+  path: {{ .path }}
+  port: {{ $s.metricsPort }}
+{{- else -}}
+grpc:
+  port: {{ $s.grpcPort }}
+{{- end -}}
 {{- end -}}
 
 {{- define "agentsearch.topologySpread" -}}
