@@ -178,7 +178,10 @@ impl Router {
         trace.step("auth");
         let user = ctx.user.as_deref();
         connections::check_connected_only(req.connected_only, user)?;
-        let rows = self.user_connections(&req.project_id, user).await?;
+        let rows = self
+            .user_connections(&req.project_id, user)
+            .instrument(tracing::info_span!("connections"))
+            .await?;
         if user.is_some() {
             trace.step("connections");
         }
@@ -238,7 +241,10 @@ impl Router {
         let deadline = trace.started + Duration::from_millis(self.settings.search.deadline_ms);
         let search = &self.settings.search;
 
-        let placements = self.placements(q.project_id).await?;
+        let placements = self
+            .placements(q.project_id)
+            .instrument(tracing::info_span!("placement"))
+            .await?;
         let requested: HashSet<&str> = q.integrations.iter().map(String::as_str).collect();
         let scope: Vec<_> = placements
             .iter()
