@@ -341,20 +341,8 @@ async fn the_public_listeners_speak_tls_only() {
         .connect()
         .await
         .unwrap();
-    let mut catalog = pb::tool_catalog_client::ToolCatalogClient::new(channel.clone());
-    let batches: Vec<pb::UpsertToolsRequest> = fixture_catalog()
-        .chunks(10)
-        .map(|chunk| pb::UpsertToolsRequest {
-            project_id: PROJECT.to_string(),
-            tools: chunk.iter().map(to_proto_tool).collect(),
-        })
-        .collect();
-    let mut acks = catalog
-        .upsert_tools(tokio_stream::iter(batches))
-        .await
-        .unwrap()
-        .into_inner();
-    while acks.message().await.unwrap().is_some() {}
+    let acks = load_catalog_over(channel.clone(), PROJECT, &fixture_catalog(), 10, None).await;
+    assert_eq!(acks.iter().map(|a| a.upserted).sum::<u32>(), 42);
     let answer = pb::tool_search_client::ToolSearchClient::new(channel)
         .search_tools(search_request("send an email"))
         .await

@@ -219,20 +219,14 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
 
     // A catalog whose integrations land on both shards.
     let channel = channel(grpc).await;
-    let mut catalog = pb::tool_catalog_client::ToolCatalogClient::new(channel.clone());
-    let batches: Vec<pb::UpsertToolsRequest> = fixture_catalog()
-        .chunks(10)
-        .map(|chunk| pb::UpsertToolsRequest {
-            project_id: PROJECT.to_string(),
-            tools: chunk.iter().map(to_proto_tool).collect(),
-        })
-        .collect();
-    let mut acks = catalog
-        .upsert_tools(bearer(tokio_stream::iter(batches), Some(SERVICE_TOKEN)))
-        .await
-        .unwrap()
-        .into_inner();
-    while acks.message().await.unwrap().is_some() {}
+    load_catalog_over(
+        channel.clone(),
+        PROJECT,
+        &fixture_catalog(),
+        10,
+        Some(SERVICE_TOKEN),
+    )
+    .await;
 
     // The search, as part of a trace the caller started.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -258,14 +252,7 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
     // Every process exports its spans of the trace within a few batches.
     let started = Instant::now();
     let spans = loop {
-        let spans: Vec<Received> = collector
-            .spans
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.trace_id == trace_id)
-            .cloned()
-            .collect();
+        let spans = of_trace(&collector, trace_id);
         let shard_servers: HashSet<&str> = spans
             .iter()
             .filter(|s| s.service == "agentsearch-shard" && s.kind == SpanKind::Server as i32)
@@ -277,14 +264,7 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         if shard_servers.len() == 2 && router_server {
             // One more export interval, for spans that closed last.
             tokio::time::sleep(Duration::from_millis(500)).await;
-            break collector
-                .spans
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| s.trace_id == trace_id)
-                .cloned()
-                .collect::<Vec<_>>();
+            break of_trace(&collector, trace_id);
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -376,6 +356,18 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         !log.contains("send an email") && !log.contains(SERVICE_TOKEN),
         "{log}"
     );
+}
+
+/// The spans of `trace_id` the collector has received so far.
+fn of_trace(collector: &Collector, trace_id: &str) -> Vec<Received> {
+    collector
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.trace_id == trace_id)
+        .cloned()
+        .collect()
 }
 
 /// `search_tools` as the gRPC method name `SearchTools`.

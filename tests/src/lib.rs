@@ -226,7 +226,18 @@ pub async fn load_catalog(
     tools: &[ToolDefinition],
     batch: usize,
 ) -> Vec<pb::UpsertToolsResponse> {
-    let mut client = pb::tool_catalog_client::ToolCatalogClient::new(channel(grpc).await);
+    load_catalog_over(channel(grpc).await, project, tools, batch, None).await
+}
+
+/// [`load_catalog`] over a channel the caller made (TLS, say), with `token` as the bearer.
+pub async fn load_catalog_over(
+    channel: Channel,
+    project: &str,
+    tools: &[ToolDefinition],
+    batch: usize,
+    token: Option<&str>,
+) -> Vec<pb::UpsertToolsResponse> {
+    let mut client = pb::tool_catalog_client::ToolCatalogClient::new(channel);
     let requests: Vec<pb::UpsertToolsRequest> = tools
         .chunks(batch)
         .map(|chunk| pb::UpsertToolsRequest {
@@ -235,7 +246,7 @@ pub async fn load_catalog(
         })
         .collect();
     let mut acks = client
-        .upsert_tools(tokio_stream::iter(requests))
+        .upsert_tools(bearer(tokio_stream::iter(requests), token))
         .await
         .unwrap()
         .into_inner();
