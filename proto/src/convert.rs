@@ -24,6 +24,9 @@ impl From<ShardInfo> for pb::InfoResponse {
             indexes: i.indexes,
             tools: i.tools,
             resident_bytes: i.resident_bytes,
+            sync_indexes: i.sync_indexes,
+            segments: i.segments,
+            generations: i.generations,
         }
     }
 }
@@ -35,6 +38,9 @@ impl From<pb::InfoResponse> for ShardInfo {
             indexes: i.indexes,
             tools: i.tools,
             resident_bytes: i.resident_bytes,
+            sync_indexes: i.sync_indexes,
+            segments: i.segments,
+            generations: i.generations,
         }
     }
 }

@@ -156,11 +156,15 @@ pub fn resident_bytes() -> u64 {
 impl ShardApi for LocalShard {
     async fn info(&self) -> Result<ShardInfo> {
         let (indexes, tools) = self.indexes.counts();
+        let (sync_indexes, segments) = self.segments.counts();
         Ok(ShardInfo {
             shard_id: self.id.clone(),
             indexes,
             tools,
             resident_bytes: resident_bytes(),
+            sync_indexes,
+            segments,
+            generations: self.indexes.generations() + self.segments.generations(),
         })
     }
 
@@ -315,7 +319,10 @@ pub async fn serve_metrics(
     draining: impl std::future::Future<Output = ()> + Send + 'static,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    use agentsearch_common::metrics::{CONTENT_TYPE, SHARD_INDEXES, SHARD_RESIDENT, SHARD_TOOLS};
+    use agentsearch_common::metrics::{
+        CONTENT_TYPE, SHARD_GENERATIONS, SHARD_INDEXES, SHARD_RESIDENT, SHARD_SEGMENTS,
+        SHARD_SYNC_INDEXES, SHARD_TOOLS,
+    };
     use axum::http::StatusCode;
     agentsearch_common::metrics::handle();
     let is_draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -336,6 +343,9 @@ pub async fn serve_metrics(
                         metrics::gauge!(SHARD_INDEXES).set(info.indexes as f64);
                         metrics::gauge!(SHARD_TOOLS).set(info.tools as f64);
                         metrics::gauge!(SHARD_RESIDENT).set(info.resident_bytes as f64);
+                        metrics::gauge!(SHARD_SYNC_INDEXES).set(info.sync_indexes as f64);
+                        metrics::gauge!(SHARD_SEGMENTS).set(info.segments as f64);
+                        metrics::gauge!(SHARD_GENERATIONS).set(info.generations as f64);
                     }
                     (
                         [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],

@@ -181,6 +181,8 @@ async fn router_and_shard_metrics_move_with_traffic() {
         "{shard}"
     );
     assert!(value(&shard, "agentsearch_shard_indexes", &[]) > 0.0);
+    assert!(value(&shard, "agentsearch_shard_index_generations", &[]) > 0.0);
+    assert!(shard.contains("agentsearch_shard_segments"), "{shard}");
     // Draining: not ready, still alive, still scraped.
     drain.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -35,6 +35,9 @@ pub const INGESTED: &str = "agentsearch_ingested_total";
 pub const SHARD_INDEXES: &str = "agentsearch_shard_indexes";
 pub const SHARD_TOOLS: &str = "agentsearch_shard_tools";
 pub const SHARD_RESIDENT: &str = "agentsearch_shard_resident_memory_bytes";
+pub const SHARD_SYNC_INDEXES: &str = "agentsearch_shard_sync_indexes";
+pub const SHARD_SEGMENTS: &str = "agentsearch_shard_segments";
+pub const SHARD_GENERATIONS: &str = "agentsearch_shard_index_generations";
 pub const SHARDS_REACHABLE: &str = "agentsearch_shards_reachable";
 pub const SHARDS_CONFIGURED: &str = "agentsearch_shards_configured";
 pub const READY: &str = "agentsearch_ready";
@@ -156,6 +159,15 @@ fn describe() {
         SHARD_RESIDENT,
         Unit::Bytes,
         "Resident memory of the shard process."
+    );
+    describe_gauge!(
+        SHARD_SYNC_INDEXES,
+        "Content indexes (one per project and sync) held by the shard."
+    );
+    describe_gauge!(SHARD_SEGMENTS, "Content segments held by the shard.");
+    describe_gauge!(
+        SHARD_GENERATIONS,
+        "Sum of the generations of the shard's indexes: grows with every write it applies."
     );
     describe_gauge!(
         SHARDS_REACHABLE,

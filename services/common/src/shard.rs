@@ -54,6 +54,11 @@ pub struct ShardInfo {
     pub tools: u64,
     /// Resident set size of the shard's process, in bytes (0 where unknown).
     pub resident_bytes: u64,
+    /// Content indexes (per project and sync) and their segments.
+    pub sync_indexes: u64,
+    pub segments: u64,
+    /// Sum of every index's generation: grows with every write applied.
+    pub generations: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -83,6 +83,11 @@ impl ToolIndexes {
         )
     }
 
+    /// Sum of the generations of every index (grows with every write).
+    pub fn generations(&self) -> u64 {
+        self.indexes.read().values().map(|i| i.generation()).sum()
+    }
+
     pub fn get(&self, project: &str, integration: &str) -> Option<Arc<IntegrationIndex>> {
         self.indexes
             .read()

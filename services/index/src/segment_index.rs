@@ -1099,6 +1099,11 @@ impl SegmentIndexes {
         )
     }
 
+    /// Sum of the generations of every index (grows with every write).
+    pub fn generations(&self) -> u64 {
+        self.indexes.read().values().map(|i| i.generation()).sum()
+    }
+
     pub fn get(&self, project: &str, sync: &str) -> Option<Arc<SegmentIndex>> {
         self.indexes
             .read()
