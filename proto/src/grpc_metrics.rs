@@ -111,7 +111,15 @@ where
         let sent_id = request_id_of(request.headers());
         let started = Instant::now();
         let in_flight = InFlight::new("grpc");
-        let span = tracing::info_span!(
+        // Health checks, reflection and the routers' shard probes make no trace: they would
+        // flood the backend with one-span traces.
+        let probe = service == "grpc.health.v1.Health"
+            || service.starts_with("grpc.reflection.")
+            || (service == "agentsearch.shard.v1.Shard" && method == "Info");
+        let span = if probe {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
             "grpc",
             otel.name = %format_args!("{service}/{method}"),
             otel.kind = "server",
@@ -122,7 +130,8 @@ where
             rpc.grpc.status_code = tracing::field::Empty,
             request_id = tracing::field::Empty,
             trace_id = tracing::field::Empty,
-        );
+            )
+        };
         if let Some(id) = &sent_id {
             span.record("request_id", id.as_str());
         }

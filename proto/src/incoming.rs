@@ -1,7 +1,9 @@
 //! The connections a gRPC server accepts, bounded: at most `limits.max_connections` open at once
 //! (one more is closed as it is accepted, counted as shed) and a connection that sends nothing
-//! within `limits.header_read_timeout_ms` is closed, so idle or half-open connections cannot hold
-//! the server's places or file descriptors. The listener is released when the server stops.
+//! within `limits.header_read_timeout_ms` is closed before it takes a place in the server. Once
+//! it has spoken, the server's HTTP/2 pings close it if its peer stops answering (an open,
+//! answering but idle connection keeps its place until it closes). The listener is released when
+//! the server stops.
 
 use std::io;
 use std::pin::Pin;

@@ -712,9 +712,9 @@ impl ToolCatalog for PublicGrpc {
                 }
             }
         };
-        tokio::spawn(async move {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             tokio::join!(reader, writer);
-        });
+        }));
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

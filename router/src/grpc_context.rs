@@ -303,7 +303,7 @@ impl ContextSync for PublicGrpc {
         let router = self.router().clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         // Batches are written in order; each is acknowledged once durably indexed and recorded.
-        tokio::spawn(async move {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             while let Some(message) = incoming.next().await {
                 let ack = match message {
                     Err(status) => Err(status),
@@ -338,7 +338,7 @@ impl ContextSync for PublicGrpc {
                     return;
                 }
             }
-        });
+        }));
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

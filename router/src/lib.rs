@@ -181,7 +181,7 @@ fn admission_of(limits: &LimitsConfig) -> Admission {
 pub(crate) async fn detached<T: Send + 'static>(
     write: impl std::future::Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    tokio::spawn(write)
+    tokio::spawn(tracing::Instrument::in_current_span(write))
         .await
         .map_err(|e| agentsearch_common::Error::Internal(format!("write task failed: {e}")))?
 }

@@ -40,17 +40,24 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let in_flight = agentsearch_proto::grpc_metrics::InFlight::new("rest");
     // The route template is known only once a route matched: the span is named after it then.
-    let span = tracing::info_span!(
-        "http",
-        otel.name = tracing::field::Empty,
-        otel.kind = "server",
-        otel.status_code = tracing::field::Empty,
-        http.request.method = method,
-        http.route = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-        request_id = tracing::field::Empty,
-        trace_id = tracing::field::Empty,
-    );
+    // Probes and scrapes make no trace: they would flood the backend with one-span traces.
+    let span = if matches!(
+        request.uri().path(),
+        "/livez" | "/readyz" | "/healthz" | "/metrics"
+    ) {
+        tracing::Span::none()
+    } else {
+        tracing::info_span!(
+            "http",
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            http.request.method = method,
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            request_id = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        )
+    };
     agentsearch_common::telemetry::continue_trace(&span, request.headers());
     let response = next.run(request).instrument(span.clone()).await;
     drop(in_flight);
@@ -79,7 +86,7 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-");
-    span.record("otel.name", format!("{method} {route}"));
+    agentsearch_common::telemetry::rename(&span, format!("{method} {route}"));
     span.record("http.route", route.as_str());
     span.record("http.response.status_code", status.as_u16());
     span.record("request_id", request_id);

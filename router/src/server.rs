@@ -303,7 +303,11 @@ pub async fn serve_on_tls(
     // A call whose answer takes longer than limits.request_timeout_ms is cut (CANCELLED); a
     // caller's shorter grpc-timeout applies too.
     let mut grpc_builder = tonic::transport::Server::builder()
-        .timeout(Duration::from_millis(limits.request_timeout_ms));
+        .timeout(Duration::from_millis(limits.request_timeout_ms))
+        // Idle connections are pinged; one whose peer stopped answering is closed.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .tcp_keepalive(Some(Duration::from_secs(60)));
     if let Some(tls) = &tls {
         // A TLS handshake must finish within the time a plain connection has for its headers.
         grpc_builder = grpc_builder

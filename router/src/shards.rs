@@ -428,13 +428,18 @@ impl ShardClient {
         fut: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         let started = std::time::Instant::now();
-        let span = tracing::info_span!(
-            "shard_call",
-            otel.name = rpc,
-            otel.kind = "client",
-            rpc.system = "grpc",
-            shard = %self.label(),
-        );
+        // The periodic probes make no trace of their own.
+        let span = if rpc == "info" {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
+                "shard_call",
+                otel.name = rpc,
+                otel.kind = "client",
+                rpc.system = "grpc",
+                shard = %self.label(),
+            )
+        };
         let result = within(timeout, fut).instrument(span.clone()).await;
         if let Err(err) = &result {
             agentsearch_common::telemetry::mark_error(&span, err.code().as_str());

@@ -444,7 +444,7 @@ pub async fn serve_on_draining(
 
 /// [`serve_on_draining`] over TLS when `tls` is set (the listener then speaks TLS only; with a
 /// client CA, only callers with a certificate it issued get past the handshake), with the
-/// connection bounds and call timeout of `limits`.
+/// connection bounds of `limits`.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve_on_tls(
     shard: Arc<dyn ShardApi>,
@@ -493,8 +493,12 @@ pub async fn serve_on_tls(
     );
     agentsearch_common::metrics::handle();
     let shutdown = futures_util_shared(shutdown);
+    // No call timeout of its own: a router bounds each call with grpc-timeout (writes may run
+    // for minutes). Idle connections are pinged; one whose peer stopped answering is closed.
     let mut builder = tonic::transport::Server::builder()
-        .timeout(std::time::Duration::from_millis(limits.request_timeout_ms));
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .tcp_keepalive(Some(std::time::Duration::from_secs(60)));
     if let Some(tls) = &tls {
         builder = builder
             .tls_config(tls.grpc(TLS_HANDSHAKE_TIMEOUT))

@@ -192,7 +192,7 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
     for addr in &shards {
         wait_listening(*addr).await;
     }
-    let (grpc, http) = (free_addr().await, free_addr().await);
+    let (grpc, http_addr) = (free_addr().await, free_addr().await);
     let (mut env, log) = common("router.log");
     env.push(("AGENTSEARCH_POSTGRES__SCHEMA", schema.clone()));
     env.push((
@@ -204,7 +204,7 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         "--grpc".to_string(),
         grpc.to_string(),
         "--http".to_string(),
-        http.to_string(),
+        http_addr.to_string(),
         "--shards".to_string(),
         shards
             .iter()
@@ -248,6 +248,25 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         .unwrap()
         .to_string();
     assert!(!response.into_inner().tools.is_empty());
+
+    // A REST search, in a second trace the caller started.
+    let rest_trace = "0af7651916cd43dd8448eb211c80319c";
+    let rest_caller = "b7ad6b7169203331";
+    let traceparent = format!("00-{rest_trace}-{rest_caller}-01");
+    let authorization = format!("Bearer {SERVICE_TOKEN}");
+    let (status, _, body) = http(
+        http_addr,
+        "POST",
+        &format!("/api/tools/projects/{PROJECT}/tools/search"),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &authorization),
+            ("traceparent", &traceparent),
+        ],
+        r#"{"query": "send an email"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 
     // Every process exports its spans of the trace within a few batches.
     let started = Instant::now();
@@ -336,6 +355,43 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
             "no `{step}` span: {router_steps:?}"
         );
     }
+
+    // The REST search is one trace too: its server span is named after the route template (never
+    // the path the client sent) and is the caller's child; the shards' spans join it.
+    let started = Instant::now();
+    let rest_spans = loop {
+        let spans = of_trace(&collector, rest_trace);
+        if spans.iter().any(|s| s.service == "agentsearch-shard") {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            break of_trace(&collector, rest_trace);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the REST search's spans never arrived: {spans:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let rest_root = rest_spans
+        .iter()
+        .find(|s| s.service == "agentsearch-router" && s.kind == SpanKind::Server as i32)
+        .unwrap_or_else(|| panic!("no router server span: {rest_spans:#?}"));
+    assert_eq!(rest_root.parent_span_id, rest_caller);
+    assert!(
+        rest_root.name.starts_with("POST /api/tools/projects/")
+            && rest_root.name.ends_with("/tools/search")
+            && !rest_root.name.contains(PROJECT),
+        "{rest_root:?}"
+    );
+    // Probes and scrapes make no traces.
+    assert!(
+        collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|s| !s.name.contains("Health/") && !s.name.ends_with("/Info")),
+        "a probe made a trace"
+    );
 
     // The router's access log line for the search names the trace and the request, and never
     // the query or the token.

@@ -173,11 +173,12 @@ pub struct LimitsConfig {
     /// The `retryAfterMs` a refused request is given.
     pub retry_after_ms: u64,
     /// A REST request taking longer is answered `TIMEOUT` (504); its writes still complete. A
-    /// gRPC call whose answer takes longer is cut (CANCELLED); a caller's shorter `grpc-timeout`
-    /// applies too.
+    /// router's gRPC call whose answer takes longer is cut (CANCELLED); a caller's shorter
+    /// `grpc-timeout` applies too. (A shard's calls are bounded by the router's deadlines.)
     pub request_timeout_ms: u64,
-    /// A REST connection must send a request's headers within this time, a gRPC connection its
-    /// first bytes, and a TLS connection finish its handshake, or it is closed.
+    /// A REST connection must send a request's headers within this time and a gRPC connection
+    /// its first bytes, or it is closed; a router's TLS handshakes have this time too (a shard's
+    /// 10 s).
     pub header_read_timeout_ms: u64,
     /// Open connections per listener (REST, gRPC); more are closed as they are accepted.
     pub max_connections: u32,

@@ -15,6 +15,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -49,13 +50,14 @@ impl Telemetry {
     }
 }
 
-/// Where spans go, or `None` when tracing is off: `OTEL_SDK_DISABLED=true` turns it off, else
-/// `telemetry.otlp_endpoint`, else the standard variables.
+/// Where spans go, or `None` when tracing is off: `OTEL_SDK_DISABLED=true` or
+/// `OTEL_TRACES_EXPORTER=none` turns it off, else `telemetry.otlp_endpoint`, else the standard
+/// variables.
 fn endpoint(config: &TelemetryConfig) -> Option<Option<String>> {
-    let disabled = std::env::var("OTEL_SDK_DISABLED")
-        .map(|v| v.trim().eq_ignore_ascii_case("true"))
-        .unwrap_or(false);
-    if disabled {
+    let var = |name: &str| std::env::var(name).map(|v| v.trim().to_ascii_lowercase());
+    if var("OTEL_SDK_DISABLED").is_ok_and(|v| v == "true")
+        || var("OTEL_TRACES_EXPORTER").is_ok_and(|v| v == "none")
+    {
         return None;
     }
     if let Some(endpoint) = &config.otlp_endpoint {
@@ -73,26 +75,30 @@ fn endpoint(config: &TelemetryConfig) -> Option<Option<String>> {
 /// service (`agentsearch-<role>`) unless `telemetry.service_name` or `OTEL_SERVICE_NAME` does.
 /// Must run inside a Tokio runtime when tracing is on (the exporter's channel lives there).
 pub fn init(log: &LogConfig, telemetry: &TelemetryConfig, role: &str) -> Result<Telemetry, String> {
-    let filter =
+    // Logs follow RUST_LOG; spans are exported at info whatever the log level, so quieter logs
+    // do not switch traces off.
+    let log_filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
     let provider = match endpoint(telemetry) {
         Some(endpoint) => Some(provider(telemetry, endpoint, role)?),
         None => None,
     };
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let otel = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("agentsearch")));
-    let registry = tracing_subscriber::registry().with(filter).with(otel);
+    let otel = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("agentsearch"))
+            .with_filter(EnvFilter::new("info,tantivy=warn"))
+    });
+    let registry = tracing_subscriber::registry().with(otel);
     // Colours only on a terminal: a log file or a collector gets plain text.
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     // A second initialisation (tests, embedded use) keeps the first subscriber.
     let _ = if log.json {
-        registry.with(fmt.json()).try_init()
+        registry.with(fmt.json().with_filter(log_filter)).try_init()
     } else {
-        registry.with(fmt).try_init()
+        registry.with(fmt.with_filter(log_filter)).try_init()
     };
     Ok(Telemetry { provider })
 }
@@ -102,11 +108,34 @@ fn provider(
     endpoint: Option<String>,
     role: &str,
 ) -> Result<SdkTracerProvider, String> {
+    if let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        && protocol.trim() != "grpc"
+    {
+        return Err(format!(
+            "OTEL_EXPORTER_OTLP_PROTOCOL: only `grpc` is supported (OTLP/gRPC, usually port \
+             4317), got `{protocol}`"
+        ));
+    }
+    // An https:// collector is checked against the system's roots.
+    let https = endpoint
+        .clone()
+        .or_else(|| {
+            ENDPOINT_VARIABLES
+                .iter()
+                .find_map(|name| std::env::var(name).ok())
+        })
+        .is_some_and(|e| e.trim().starts_with("https://"));
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()
         .with_timeout(Duration::from_secs(5));
     if let Some(endpoint) = endpoint {
         exporter = exporter.with_endpoint(endpoint);
+    }
+    if https {
+        use opentelemetry_otlp::WithTonicConfig;
+        exporter =
+            exporter.with_tls_config(tonic::transport::ClientTlsConfig::new().with_native_roots());
     }
     let exporter = exporter
         .build()
@@ -114,9 +143,15 @@ fn provider(
 
     let mut resource = Resource::builder();
     let from_env = Resource::builder().build();
+    // The configuration, else OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES, else the role.
+    let named_by_env = std::env::var("OTEL_SERVICE_NAME").is_ok()
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| {
+            v.split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        });
     if let Some(name) = &config.service_name {
         resource = resource.with_service_name(name.clone());
-    } else if std::env::var("OTEL_SERVICE_NAME").is_err() {
+    } else if !named_by_env {
         resource = resource.with_service_name(format!("agentsearch-{role}"));
     }
     resource = resource.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
@@ -195,6 +230,14 @@ pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     let span_context = context.span().span_context().clone();
     if span_context.is_valid() {
         span.record("trace_id", tracing::field::display(span_context.trace_id()));
+    }
+}
+
+/// Renames `span` in its trace (a name recorded after the span started is not exported).
+pub fn rename(span: &tracing::Span, name: String) {
+    let context = span.context();
+    if context.span().span_context().is_valid() {
+        context.span().update_name(name);
     }
 }
 

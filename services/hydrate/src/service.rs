@@ -301,13 +301,13 @@ impl HydrationService {
     /// Spawns the lookup of `key`; the task removes its entry from the in-flight map when done.
     fn start_flight(&self, key: String, req: HydrationRequest) -> Flight {
         let inner = Arc::clone(&self.inner);
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let _entry = InflightEntry {
                 inner: Arc::clone(&inner),
                 key: key.clone(),
             };
             inner.resolve(&key, &req).await
-        });
+        }));
         async move {
             task.await
                 .unwrap_or_else(|e| Outcome::Failed(format!("hydration task failed: {e}")))
