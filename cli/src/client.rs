@@ -14,9 +14,13 @@ use tonic::transport::{Channel, Endpoint};
 
 #[derive(Args, Debug, Clone)]
 pub struct Connection {
-    /// Router gRPC address.
+    /// Router gRPC address (`https://host:port` for a router serving TLS).
     #[arg(long, default_value = "127.0.0.1:50051", env = "AGENTSEARCH_SERVER")]
     pub server: String,
+    /// PEM file of the authorities a TLS router's certificate must chain to (default: the
+    /// system's roots); implies TLS.
+    #[arg(long, env = "AGENTSEARCH_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
     /// Bearer token, when the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -27,13 +31,27 @@ pub struct Connection {
 
 impl Connection {
     pub async fn channel(&self) -> anyhow::Result<Channel> {
-        let url = if self.server.contains("://") {
-            self.server.clone()
-        } else {
-            format!("http://{}", self.server)
+        let tls = self.ca_file.is_some() || self.server.starts_with("https://");
+        let url = match (self.server.contains("://"), tls) {
+            (true, _) => self.server.clone(),
+            (false, true) => format!("https://{}", self.server),
+            (false, false) => format!("http://{}", self.server),
         };
-        Endpoint::from_shared(url.clone())
-            .with_context(|| format!("invalid server address `{}`", self.server))?
+        let mut endpoint = Endpoint::from_shared(url.clone())
+            .with_context(|| format!("invalid server address `{}`", self.server))?;
+        if tls {
+            let config = match &self.ca_file {
+                Some(path) => {
+                    let pem = std::fs::read(path)
+                        .with_context(|| format!("reading --ca-file {}", path.display()))?;
+                    tonic::transport::ClientTlsConfig::new()
+                        .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+                }
+                None => tonic::transport::ClientTlsConfig::new().with_native_roots(),
+            };
+            endpoint = endpoint.tls_config(config).context("TLS to the router")?;
+        }
+        endpoint
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
             .connect()

@@ -55,6 +55,7 @@ pub struct ServerTls {
     cert_pem: Vec<u8>,
     key_pem: Vec<u8>,
     client_ca_pem: Option<Vec<u8>>,
+    client_names: Arc<Vec<String>>,
     rest: Arc<rustls::ServerConfig>,
 }
 
@@ -109,6 +110,7 @@ impl ServerTls {
             cert_pem,
             key_pem,
             client_ca_pem,
+            client_names: Arc::new(config.client_names.clone()),
             rest: Arc::new(rest),
         }))
     }
@@ -116,6 +118,11 @@ impl ServerTls {
     /// Whether callers must present a certificate (mutual TLS).
     pub fn mutual(&self) -> bool {
         self.client_ca_pem.is_some()
+    }
+
+    /// The names of which a caller's certificate must carry one (empty: any).
+    pub fn client_names(&self) -> Arc<Vec<String>> {
+        self.client_names.clone()
     }
 
     /// The gRPC listener's TLS; a handshake must finish within `handshake_timeout`.
@@ -174,4 +181,16 @@ pub fn shard_client_tls(shards: &ShardsConfig) -> Result<Option<ClientTlsConfig>
         tls = tls.domain_name(name.clone());
     }
     Ok(Some(tls))
+}
+
+/// Whether the certificate `leaf` is valid for one of `names` (its DNS names, wildcards
+/// included, as a server name is checked).
+pub fn certificate_names_one_of(leaf: &CertificateDer<'_>, names: &[String]) -> bool {
+    let Ok(cert) = webpki::EndEntityCert::try_from(leaf) else {
+        return false;
+    };
+    names.iter().any(|name| {
+        rustls::pki_types::ServerName::try_from(name.as_str())
+            .is_ok_and(|name| cert.verify_is_valid_for_subject_name(&name).is_ok())
+    })
 }

@@ -15,17 +15,43 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub struct ShardGrpcService {
     shard: Arc<dyn ShardApi>,
     auth: Auth,
+    /// With mutual TLS: names of which the caller's certificate must carry one (empty: any).
+    client_names: Arc<Vec<String>>,
 }
 
 impl ShardGrpcService {
     pub fn new(shard: Arc<dyn ShardApi>, auth: Auth) -> Self {
-        Self { shard, auth }
+        Self {
+            shard,
+            auth,
+            client_names: Arc::default(),
+        }
+    }
+
+    /// Accepts only callers whose certificate carries one of `names` (`tls.client_names`).
+    pub fn with_client_names(mut self, names: Arc<Vec<String>>) -> Self {
+        self.client_names = names;
+        self
     }
 
     /// The request id, once the caller is authenticated.
     #[allow(clippy::result_large_err)]
     fn begin<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        agentsearch_proto::context::begin(request.metadata(), &self.auth)
+        let request_id = agentsearch_proto::context::begin(request.metadata(), &self.auth)?;
+        if !self.client_names.is_empty() {
+            let named = request.peer_certs().is_some_and(|certs| {
+                certs.first().is_some_and(|leaf| {
+                    agentsearch_proto::tls::certificate_names_one_of(leaf, &self.client_names)
+                })
+            });
+            if !named {
+                let err = agentsearch_common::Error::Unauthenticated(
+                    "the client certificate names none of tls.client_names".into(),
+                );
+                return Err(status_from_error(&err, &request_id));
+            }
+        }
+        Ok(request_id)
     }
 
     pub fn into_server(self) -> ShardServer<Self> {

@@ -508,7 +508,15 @@ pub async fn serve_on_tls(
         .layer(agentsearch_proto::admission::AdmissionLayer::new(admission))
         .layer(agentsearch_proto::grpc_metrics::GrpcMetricsLayer)
         .add_service(health_service)
-        .add_service(grpc::ShardGrpcService::new(shard, auth).into_server())
+        .add_service(
+            grpc::ShardGrpcService::new(shard, auth)
+                .with_client_names(
+                    tls.as_ref()
+                        .map(ServerTls::client_names)
+                        .unwrap_or_default(),
+                )
+                .into_server(),
+        )
         .serve_with_incoming_shutdown(
             agentsearch_proto::incoming::bounded(
                 listener,

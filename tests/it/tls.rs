@@ -60,7 +60,8 @@ impl Authority {
     }
 }
 
-/// A shard served over TLS; with `client_ca`, only callers with a certificate it issued.
+/// A shard served over TLS; with `client_ca`, only callers with a certificate it issued for
+/// `router.internal`.
 async fn tls_shard(
     dir: &Path,
     (cert, key): &(PathBuf, PathBuf),
@@ -72,6 +73,7 @@ async fn tls_shard(
         cert_file: Some(cert.clone()),
         key_file: Some(key.clone()),
         client_ca_file: client_ca,
+        client_names: vec!["router.internal".to_string()],
     })
     .unwrap()
     .unwrap();
@@ -123,6 +125,7 @@ async fn router_to_shard_calls_use_mutual_tls_and_the_internal_credential() {
     let shard_cert = internal.issue("shard", &["shard.internal", "127.0.0.1"]);
     let (router_cert, router_key) = internal.issue("router", &["router.internal"]);
     let (stranger_cert, stranger_key) = stranger.issue("router", &["router.internal"]);
+    let (intruder_cert, intruder_key) = internal.issue("intruder", &["intruder.internal"]);
 
     let mut addrs = Vec::new();
     let mut stops = Vec::new();
@@ -184,6 +187,17 @@ async fn router_to_shard_calls_use_mutual_tls_and_the_internal_credential() {
             .await
             .is_err(),
         "a certificate of another authority got in"
+    );
+    // A certificate of the right authority for another name (another workload it serves).
+    let intruder = ShardsConfig {
+        tls_cert_file: Some(intruder_cert),
+        tls_key_file: Some(intruder_key),
+        ..mutual.clone()
+    };
+    let named_otherwise = probe(client(addrs[0], &intruder, Some(INTERNAL_TOKEN))).await;
+    assert!(
+        matches!(named_otherwise, Err(Error::Unavailable(_))),
+        "{named_otherwise:?}"
     );
     let public_token = probe(client(addrs[0], &mutual, Some(SERVICE_TOKEN))).await;
     assert!(
@@ -280,6 +294,7 @@ async fn the_public_listeners_speak_tls_only() {
         cert_file: Some(cert),
         key_file: Some(key),
         client_ca_file: None,
+        client_names: Vec::new(),
     })
     .unwrap()
     .unwrap();
@@ -349,6 +364,30 @@ async fn the_public_listeners_speak_tls_only() {
         .unwrap()
         .into_inner();
     assert!(!answer.tools.is_empty());
+    // The command-line client, trusting the authority.
+    let out = std::process::Command::new(crate::traces::binary())
+        .args([
+            "search",
+            "send an email",
+            "--json",
+            "--project",
+            PROJECT,
+            "--server",
+        ])
+        .arg(format!("https://localhost:{}", grpc_addr.port()))
+        .arg("--ca-file")
+        .arg(public.ca())
+        .env_remove("AGENTSEARCH_TOKEN")
+        .env_remove("AGENTSEARCH_SERVER")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"tools\""), "{stdout}");
     let plain = tonic::transport::Endpoint::from_shared(format!("http://{grpc_addr}"))
         .unwrap()
         .connect_timeout(Duration::from_secs(2))
@@ -382,6 +421,7 @@ fn tls_files_are_checked_at_start_with_the_key_named() {
         cert_file: Some(cert.to_path_buf()),
         key_file: Some(key.to_path_buf()),
         client_ca_file: ca.map(Path::to_path_buf),
+        client_names: Vec::new(),
     };
 
     assert!(ServerTls::load(&TlsConfig::default()).unwrap().is_none());

@@ -85,7 +85,7 @@ impl TraceService for Collector {
 }
 
 /// The `agentsearch` binary of this build (built with the workspace's tests).
-fn binary() -> PathBuf {
+pub(crate) fn binary() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
     let path = dir.join("agentsearch");

@@ -204,7 +204,7 @@ sections as the routers. */}}
   "telemetry" (default (dict) $c.telemetry)
 -}}
 {{- if $v.internalTls.secretName -}}
-{{- $_ := set $config "tls" (dict "cert_file" "/etc/agentsearch/internal/tls.crt" "key_file" "/etc/agentsearch/internal/tls.key" "client_ca_file" "/etc/agentsearch/internal/ca.crt") -}}
+{{- $_ := set $config "tls" (dict "cert_file" "/etc/agentsearch/internal/tls.crt" "key_file" "/etc/agentsearch/internal/tls.key" "client_ca_file" "/etc/agentsearch/internal/ca.crt" "client_names" (default list $v.internalTls.clientNames)) -}}
 {{- end -}}
 {{- toJson $config -}}
 {{- end -}}

@@ -110,6 +110,10 @@ pub struct TlsConfig {
     /// When set, callers must present a certificate issued by one of these authorities (PEM):
     /// on a shard, the routers' certificate (mutual TLS between router and shards).
     pub client_ca_file: Option<PathBuf>,
+    /// A shard with `client_ca_file`: the names (DNS names of the certificate) of which a
+    /// caller's certificate must carry one. Empty: any certificate the authorities issued, so use
+    /// authorities that issue certificates to this deployment's routers only.
+    pub client_names: Vec<String>,
 }
 
 /// Process lifecycle.
@@ -915,6 +919,24 @@ impl Config {
             (Some(_), None) => errors.push("tls.key_file: required with tls.cert_file".to_string()),
             (None, Some(_)) => errors.push("tls.cert_file: required with tls.key_file".to_string()),
             _ => {}
+        }
+        if !tls.client_names.is_empty() && tls.client_ca_file.is_none() {
+            errors.push(
+                "tls.client_names: needs tls.client_ca_file (client certificates)".to_string(),
+            );
+        }
+        for (i, name) in tls.client_names.iter().enumerate() {
+            let ok = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
+            if !ok {
+                errors.push(format!(
+                    "tls.client_names[{i}]: must be a DNS name, got `{}`",
+                    crate::ids::truncate(name, 64)
+                ));
+            }
         }
         if tls.client_ca_file.is_some() && tls.cert_file.is_none() {
             errors.push(
