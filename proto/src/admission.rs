@@ -19,6 +19,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct Admission {
     permits: Arc<Semaphore>,
     retry_after: Duration,
+    /// A gRPC call whose answer takes longer is answered `TIMEOUT` (DEADLINE_EXCEEDED).
+    timeout: Option<Duration>,
 }
 
 impl Admission {
@@ -26,7 +28,15 @@ impl Admission {
         Self {
             permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
             retry_after,
+            timeout: None,
         }
+    }
+
+    /// Admitted gRPC calls are answered `TIMEOUT` once `timeout` has passed without an answer
+    /// (`limits.request_timeout_ms`; the work of a write goes on where it is detached).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// A permit held for the request's life, or the error to answer (counted as shed on `api`).
@@ -121,9 +131,25 @@ where
         }
         match self.admission.try_admit("grpc") {
             Ok(permit) => {
+                // One id for the call from here on: the access log, the handler, the envelope.
+                let mut request = request;
+                let request_id = agentsearch_common::ids::ensure_request_id(request.headers_mut());
+                let timeout = self.admission.timeout;
                 let call = self.inner.call(request);
                 Box::pin(async move {
-                    let response = call.await;
+                    let response = match timeout {
+                        Some(limit) => match tokio::time::timeout(limit, call).await {
+                            Ok(response) => response,
+                            Err(_) => {
+                                let error = Error::Timeout(format!(
+                                    "the call ran past {} ms (limits.request_timeout_ms)",
+                                    limit.as_millis()
+                                ));
+                                Ok(crate::status_from_error(&error, &request_id).into_http())
+                            }
+                        },
+                        None => call.await,
+                    };
                     drop(permit);
                     response
                 })

@@ -173,6 +173,7 @@ fn admission_of(limits: &LimitsConfig) -> Admission {
         limits.effective_max_in_flight(),
         Duration::from_millis(limits.retry_after_ms),
     )
+    .with_timeout(Duration::from_millis(limits.request_timeout_ms))
 }
 
 /// Runs a write on a task of its own and waits for it. Dropping the returned future (a client

@@ -26,7 +26,9 @@ pub(crate) async fn tag_route(matched: MatchedPath, request: Request, next: Next
 }
 
 /// Outer layer: counts and times every request, refused ones included.
-pub(crate) async fn record(request: Request, next: Next) -> Response {
+pub(crate) async fn record(mut request: Request, next: Next) -> Response {
+    // One id for the request from here on: its span, the handler, the envelope, the answer.
+    let request_id = agentsearch_common::ids::ensure_request_id(request.headers_mut());
     let method: &'static str = match request.method().as_str() {
         "GET" => "GET",
         "POST" => "POST",
@@ -54,7 +56,7 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
             http.request.method = method,
             http.route = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
-            request_id = tracing::field::Empty,
+            request_id = %request_id,
             trace_id = tracing::field::Empty,
         )
     };
@@ -81,15 +83,9 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
     )
     .increment(1);
     let elapsed = started.elapsed();
-    let request_id = response
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-");
     agentsearch_common::telemetry::rename(&span, format!("{method} {route}"));
     span.record("http.route", route.as_str());
     span.record("http.response.status_code", status.as_u16());
-    span.record("request_id", request_id);
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
     }
@@ -102,7 +98,7 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         status = status.as_u16(),
         code,
         duration_ms = elapsed.as_secs_f64() * 1e3,
-        request_id,
+        request_id = %request_id,
         "request"
     );
     metrics::histogram!(HTTP_DURATION, "route" => route, "method" => method)

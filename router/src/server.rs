@@ -300,10 +300,9 @@ pub async fn serve_on_tls(
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     agentsearch_common::metrics::handle();
     let limits = router.limits().clone();
-    // A call whose answer takes longer than limits.request_timeout_ms is cut (CANCELLED); a
-    // caller's shorter grpc-timeout applies too.
+    // A call whose answer takes longer than limits.request_timeout_ms is answered TIMEOUT by the
+    // admission layer; a caller's shorter grpc-timeout applies too (tonic answers CANCELLED).
     let mut grpc_builder = tonic::transport::Server::builder()
-        .timeout(Duration::from_millis(limits.request_timeout_ms))
         // Idle connections are pinged; one whose peer stopped answering is closed.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))

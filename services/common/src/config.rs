@@ -176,9 +176,9 @@ pub struct LimitsConfig {
     pub max_in_flight: u32,
     /// The `retryAfterMs` a refused request is given.
     pub retry_after_ms: u64,
-    /// A REST request taking longer is answered `TIMEOUT` (504); its writes still complete. A
-    /// router's gRPC call whose answer takes longer is cut (CANCELLED); a caller's shorter
-    /// `grpc-timeout` applies too. (A shard's calls are bounded by the router's deadlines.)
+    /// A REST request or a router's gRPC call taking longer is answered `TIMEOUT` (HTTP 504,
+    /// gRPC DEADLINE_EXCEEDED); its writes still complete. A caller's shorter `grpc-timeout`
+    /// applies too. (A shard's calls are bounded by the router's deadlines.)
     pub request_timeout_ms: u64,
     /// A REST connection must send a request's headers within this time and a gRPC connection
     /// its first bytes, or it is closed; a router's TLS handshakes have this time too (a shard's

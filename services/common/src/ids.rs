@@ -16,6 +16,19 @@ pub fn accept_request_id(given: Option<&str>) -> String {
         .unwrap_or_else(new_request_id)
 }
 
+/// The request id of `headers` (as [`accept_request_id`] takes it), written back into them so
+/// that every layer and handler after this one uses the same id.
+pub fn ensure_request_id(headers: &mut http::HeaderMap) -> String {
+    let given = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+    let id = accept_request_id(given);
+    if given != Some(id.as_str())
+        && let Ok(value) = http::HeaderValue::from_str(&id)
+    {
+        headers.insert("x-request-id", value);
+    }
+    id
+}
+
 /// The demo project of the embedded default.
 pub const DEMO_PROJECT_ID: &str = "00000000-0000-4000-8000-000000000001";
 

@@ -41,6 +41,10 @@ impl SqliteStore {
     }
 
     fn init(mut conn: Connection) -> Result<Self> {
+        // Another handle on the file (a process stopping, a second one starting) may hold the
+        // write lock for a moment: wait for it rather than fail.
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(backend)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
         )
