@@ -282,6 +282,19 @@ fn tls_problems(config: &Config, role: Role) -> Vec<String> {
     {
         problems.push(err.to_string());
     }
+    if role != Role::Shard {
+        let h = &config.hydration;
+        for (key, path) in [
+            ("hydration.redis_ca_file", &h.redis_ca_file),
+            ("hydration.tls_ca_file", &h.tls_ca_file),
+        ] {
+            if let Some(path) = path
+                && let Err(err) = std::fs::read(path)
+            {
+                problems.push(format!("{key}: cannot read {}: {err}", path.display()));
+            }
+        }
+    }
     problems
         .into_iter()
         .map(|p| {

@@ -102,7 +102,7 @@ fn tls_files_are_read_as_the_process_would() {
     std::fs::write(
         &file,
         format!(
-            "[tls]\ncert_file = \"{0}\"\nkey_file = \"{0}\"\n\n[shards]\nremote = [\"127.0.0.1:50052\"]\ntls_ca_file = \"{0}\"\n",
+            "[tls]\ncert_file = \"{0}\"\nkey_file = \"{0}\"\n\n[shards]\nremote = [\"127.0.0.1:50052\"]\ntls_ca_file = \"{0}\"\n\n[hydration]\ntls_ca_file = \"{0}\"\n",
             missing.display()
         ),
     )
@@ -116,6 +116,10 @@ fn tls_files_are_read_as_the_process_would() {
     assert!(stderr.contains("tls.cert_file: cannot read"), "{stderr}");
     assert!(
         stderr.contains("shards.tls_ca_file: cannot read"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hydration.tls_ca_file: cannot read"),
         "{stderr}"
     );
     // A shard does not call shards: only its own listener's files matter.
