@@ -217,12 +217,7 @@ pub async fn serve_shard(
             }
         });
     }
-    // A shard answers every router's fan-out (two calls per search and shard): its limit is four
-    // times a router's.
-    let admission = agentsearch_proto::admission::Admission::new(
-        4 * config.limits.effective_max_in_flight(),
-        Duration::from_millis(config.limits.retry_after_ms),
-    );
+    let admission = agentsearch_shard::shard_admission(&config.limits);
     agentsearch_shard::serve(
         shard.clone(),
         auth,

@@ -73,15 +73,6 @@ pub fn code_name(code: i32) -> &'static str {
     }
 }
 
-/// A sane `x-request-id` header (at most 128 bytes of text).
-fn request_id_of(headers: &http::HeaderMap) -> Option<String> {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_string)
-}
-
 /// `(service, method)` of a path `/package.Service/Method`.
 fn split(path: &str) -> (String, String) {
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
@@ -106,9 +97,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let (service, method) = split(request.uri().path());
-        let sent_id = request_id_of(request.headers());
+        // The caller's id, or one made here, for the span, the handler and the access log (the
+        // admission layer has already settled it for the calls it admitted).
+        let request_id = agentsearch_common::ids::ensure_request_id(request.headers_mut());
         let started = Instant::now();
         let in_flight = InFlight::new("grpc");
         // Health checks, reflection and the routers' shard probes make no trace: they would
@@ -128,13 +121,10 @@ where
             rpc.service = %service,
             rpc.method = %method,
             rpc.grpc.status_code = tracing::field::Empty,
-            request_id = tracing::field::Empty,
+            request_id = %request_id,
             trace_id = tracing::field::Empty,
             )
         };
-        if let Some(id) = &sent_id {
-            span.record("request_id", id.as_str());
-        }
         telemetry::continue_trace(&span, request.headers());
         let call = span.in_scope(|| self.inner.call(request));
         let call_span = span.clone();
@@ -155,18 +145,6 @@ where
                 };
                 let span = tracing::Span::current();
                 span.record("rpc.grpc.status_code", code);
-                // The id the service answered with (its own when the caller sent none).
-                let request_id = match (sent_id, &result) {
-                    (Some(id), _) => id,
-                    (None, Ok(response)) => match request_id_of(response.headers()) {
-                        Some(id) => {
-                            span.record("request_id", id.as_str());
-                            id
-                        }
-                        None => "-".to_string(),
-                    },
-                    (None, Err(_)) => "-".to_string(),
-                };
                 if code != "OK" {
                     span.record("otel.status_code", "ERROR");
                 }

@@ -400,6 +400,15 @@ pub async fn serve(
     .await
 }
 
+/// A shard's admission: it answers every router's fan-out (two calls per search and shard), so
+/// its limit is four times a router's.
+pub fn shard_admission(limits: &LimitsConfig) -> Admission {
+    Admission::new(
+        4 * limits.effective_max_in_flight(),
+        std::time::Duration::from_millis(limits.retry_after_ms),
+    )
+}
+
 /// Like [`serve`], on a listener the caller bound (tests bind port 0).
 pub async fn serve_on(
     shard: Arc<dyn ShardApi>,
@@ -407,11 +416,7 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let limits = agentsearch_common::config::LimitsConfig::default();
-    let admission = Admission::new(
-        4 * limits.effective_max_in_flight(),
-        std::time::Duration::from_millis(limits.retry_after_ms),
-    );
+    let admission = shard_admission(&LimitsConfig::default());
     serve_on_draining(
         shard,
         auth,

@@ -81,10 +81,7 @@ async fn tls_shard(
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let limits = agentsearch_common::config::LimitsConfig::default();
-    let admission = agentsearch_proto::admission::Admission::new(
-        limits.effective_max_in_flight(),
-        Duration::from_millis(limits.retry_after_ms),
-    );
+    let admission = agentsearch_shard::shard_admission(&limits);
     let auth = Auth::new(token.map(Secret::new));
     tokio::spawn(async move {
         agentsearch_shard::serve_on_tls(
@@ -167,54 +164,52 @@ async fn router_to_shard_calls_use_mutual_tls_and_the_internal_credential() {
         probe(plain).await.is_err(),
         "plain text reached a TLS shard"
     );
-    let no_certificate = ShardsConfig {
-        tls_ca_file: Some(internal.ca()),
-        ..ShardsConfig::default()
-    };
-    assert!(
-        probe(client(addrs[0], &no_certificate, Some(INTERNAL_TOKEN)))
-            .await
-            .is_err(),
-        "a caller without a client certificate got in"
-    );
-    let foreign = ShardsConfig {
-        tls_cert_file: Some(stranger_cert),
-        tls_key_file: Some(stranger_key),
-        ..mutual.clone()
-    };
-    assert!(
-        probe(client(addrs[0], &foreign, Some(INTERNAL_TOKEN)))
-            .await
-            .is_err(),
-        "a certificate of another authority got in"
-    );
-    // A certificate of the right authority for another name (another workload it serves).
-    let intruder = ShardsConfig {
-        tls_cert_file: Some(intruder_cert),
-        tls_key_file: Some(intruder_key),
-        ..mutual.clone()
-    };
-    let named_otherwise = probe(client(addrs[0], &intruder, Some(INTERNAL_TOKEN))).await;
-    assert!(
-        matches!(named_otherwise, Err(Error::Unavailable(_))),
-        "{named_otherwise:?}"
-    );
-    let public_token = probe(client(addrs[0], &mutual, Some(SERVICE_TOKEN))).await;
-    assert!(
-        matches!(public_token, Err(Error::Unavailable(_))),
-        "{public_token:?}"
-    );
-    // A shard certificate that does not name the address is refused by the router.
-    let wrong_name = ShardsConfig {
-        tls_server_name: Some("other.internal".into()),
-        ..mutual.clone()
-    };
-    assert!(
-        probe(client(addrs[0], &wrong_name, Some(INTERNAL_TOKEN)))
-            .await
-            .is_err(),
-        "a shard certificate for another name was accepted"
-    );
+    let refused = [
+        (
+            "a caller without a client certificate",
+            ShardsConfig {
+                tls_ca_file: Some(internal.ca()),
+                ..ShardsConfig::default()
+            },
+            INTERNAL_TOKEN,
+        ),
+        (
+            "a certificate of another authority",
+            ShardsConfig {
+                tls_cert_file: Some(stranger_cert),
+                tls_key_file: Some(stranger_key),
+                ..mutual.clone()
+            },
+            INTERNAL_TOKEN,
+        ),
+        (
+            // The right authority, but issued for another name (another workload it serves).
+            "a certificate naming none of tls.client_names",
+            ShardsConfig {
+                tls_cert_file: Some(intruder_cert),
+                tls_key_file: Some(intruder_key),
+                ..mutual.clone()
+            },
+            INTERNAL_TOKEN,
+        ),
+        ("the public token", mutual.clone(), SERVICE_TOKEN),
+        (
+            // The router refuses a shard certificate that does not name the expected server.
+            "a shard certificate for another name",
+            ShardsConfig {
+                tls_server_name: Some("other.internal".into()),
+                ..mutual.clone()
+            },
+            INTERNAL_TOKEN,
+        ),
+    ];
+    for (what, config, token) in &refused {
+        let answer = probe(client(addrs[0], config, Some(token))).await;
+        assert!(
+            matches!(answer, Err(Error::Unavailable(_))),
+            "{what} got in: {answer:?}"
+        );
+    }
     // The name the certificate carries, when the addresses are IPs.
     let named = ShardsConfig {
         tls_server_name: Some("shard.internal".into()),
