@@ -69,11 +69,10 @@ impl LocalShard {
             loop {
                 ticker.tick().await;
                 let Some(shard) = weak.upgrade() else { break };
-                let indexes = shard.indexes.clone();
                 let segments = shard.segments.clone();
                 drop(shard);
                 let flush = move || {
-                    Ok::<_, agentsearch_index::IndexError>(indexes.flush()? + segments.flush()?)
+                    segments.flush()
                 };
                 match tokio::task::spawn_blocking(flush).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
@@ -88,11 +87,8 @@ impl LocalShard {
 
     /// Writes every pending vector snapshot now (a shutdown calls it after the last request).
     pub async fn flush_now(&self) -> Result<usize> {
-        let indexes = self.indexes.clone();
         let segments = self.segments.clone();
-        tokio::task::spawn_blocking(move || {
-            Ok::<_, agentsearch_index::IndexError>(indexes.flush()? + segments.flush()?)
-        })
+        tokio::task::spawn_blocking(move || segments.flush())
         .await
         .map_err(|e| Error::Internal(format!("flush task: {e}")))?
         .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))

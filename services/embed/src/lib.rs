@@ -1,7 +1,9 @@
-//! Text embeddings for agentsearch: the [`Embedder`] trait, all-MiniLM-L6-v2 run on CPU with candle
+//! Text embeddings for agentsearch: the [`Embedder`] trait, all-MiniLM-L6-v2 run on CPU by its own kernels
 //! ([`MiniLm`]), and a cache of query embeddings ([`CachedEmbedder`]). It does not know about
 //! indexes or requests; callers run it off the async executor (it is CPU-bound).
 
+mod bert;
+pub mod kernels;
 mod minilm;
 
 use std::sync::Arc;

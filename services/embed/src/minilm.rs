@@ -1,29 +1,34 @@
-//! all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) on CPU with candle: WordPiece tokens (at most
-//! 256, as sentence-transformers), a 6-layer BERT, mean pooling over the attention mask, L2
-//! normalisation. 384 dimensions.
+//! all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) on CPU: WordPiece tokens (at most 256, as
+//! sentence-transformers truncates), a 6-layer BERT ([`crate::bert`]), mean pooling over the
+//! text's word pieces, L2 normalisation. 384 dimensions.
+//!
+//! A batch is split across `threads` worker threads by word pieces (longest texts first, each to
+//! the least loaded thread); one text, the query path, runs on the calling thread alone.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
+use crate::bert::{Bert, Config, Pieces};
 use crate::{EmbedError, Embedder, Result};
 
 /// Word pieces per text, `[CLS]` and `[SEP]` included, as sentence-transformers truncates.
 pub const MAX_TOKENS: usize = 256;
 
+/// Word pieces below which a batch is not worth a second thread.
+const MIN_PIECES_PER_THREAD: usize = 256;
+
 pub struct MiniLm {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
+    threads: usize,
     id: String,
 }
 
 impl MiniLm {
-    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`; batches use every
+    /// core.
     pub fn load(dir: &Path) -> Result<Self> {
         let read = |name: &str| {
             std::fs::read(dir.join(name)).map_err(|e| {
@@ -37,57 +42,74 @@ impl MiniLm {
             .map_err(|e| EmbedError::ModelUnavailable(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?)
             .map_err(|e| EmbedError::ModelUnavailable(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
+        // Every text keeps its own length: the encoder lays them end to end, unpadded.
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: MAX_TOKENS,
                 ..Default::default()
             }))
             .map_err(|e| EmbedError::ModelUnavailable(format!("tokenizer truncation: {e}")))?;
-        let device = Device::Cpu;
-        let vb =
-            VarBuilder::from_buffered_safetensors(read("model.safetensors")?, DType::F32, &device)
-                .map_err(|e| EmbedError::ModelUnavailable(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
-            .map_err(|e| EmbedError::ModelUnavailable(format!("bert weights: {e}")))?;
+        let model = Bert::load(&config, &read("model.safetensors")?)?;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Self {
             model,
             tokenizer,
-            device,
             dim: config.hidden_size,
+            threads,
             id: "all-MiniLM-L6-v2".to_string(),
         })
     }
 
-    fn forward(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// Threads a batch may use (at least one).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Pieces>> {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| candle_core::Error::Msg(format!("tokenize: {e}")))?;
-        let rows = encodings.len();
-        let cols = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(rows * cols);
-        let mut types = Vec::with_capacity(rows * cols);
-        let mut mask = Vec::with_capacity(rows * cols);
-        for e in &encodings {
-            ids.extend_from_slice(e.get_ids());
-            types.extend_from_slice(e.get_type_ids());
-            mask.extend_from_slice(e.get_attention_mask());
-        }
-        let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
-        let types = Tensor::from_vec(types, (rows, cols), &self.device)?;
-        let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (rows, cols, dim)
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (rows, cols, 1)
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (rows, dim)
-        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?; // (rows, 1)
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-        mean.broadcast_div(&norms)?.to_vec2::<f32>()
+            .map_err(|e| EmbedError::Failed(format!("tokenize: {e}")))?;
+        encodings
+            .into_iter()
+            .map(|e| {
+                let pieces = Pieces {
+                    ids: e.get_ids().to_vec(),
+                    types: e.get_type_ids().to_vec(),
+                };
+                self.model.check(&pieces)?;
+                Ok(pieces)
+            })
+            .collect()
     }
+}
+
+/// Splits texts (by their word-piece counts) into at most `threads` groups of similar work:
+/// longest first, each to the group with the least so far. Returns the indices of each group.
+fn balance(lengths: &[usize], threads: usize) -> Vec<Vec<usize>> {
+    let total: usize = lengths.iter().sum();
+    let groups = threads
+        .min(lengths.len())
+        .min(total / MIN_PIECES_PER_THREAD)
+        .max(1);
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
+    // Attention grows with the square of a text's length: weigh it in.
+    let cost = |len: usize| len * (MAX_TOKENS + len);
+    let mut load = vec![0usize; groups];
+    let mut out = vec![Vec::new(); groups];
+    for i in order {
+        let g = (0..groups).min_by_key(|&g| load[g]).unwrap_or(0);
+        load[g] += cost(lengths[i]);
+        out[g].push(i);
+    }
+    out
 }
 
 impl Embedder for MiniLm {
@@ -103,8 +125,39 @@ impl Embedder for MiniLm {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.forward(texts)
-            .map_err(|e| EmbedError::Failed(e.to_string()))
+        let pieces = self.tokenize(texts)?;
+        let lengths: Vec<usize> = pieces.iter().map(|p| p.ids.len()).collect();
+        let groups = balance(&lengths, self.threads);
+        if groups.len() == 1 {
+            let all: Vec<&Pieces> = pieces.iter().collect();
+            return Ok(self.model.embed(&all));
+        }
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let results: Vec<(Vec<usize>, Vec<Vec<f32>>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .map(|group| {
+                    let pieces = &pieces;
+                    let model = &self.model;
+                    scope.spawn(move || {
+                        let batch: Vec<&Pieces> = group.iter().map(|&i| &pieces[i]).collect();
+                        let vectors = model.embed(&batch);
+                        (group, vectors)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join())
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|_| EmbedError::Failed("an embedding thread panicked".into()))
+        })?;
+        for (group, vectors) in results {
+            for (i, v) in group.into_iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -16,7 +16,7 @@ use tantivy::{Index, ReloadPolicy, TantivyDocument};
 
 use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
-use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::schema::{Fields, build_schema};
 use crate::tool_index::{
     IndexAnswer, Scored, State, ToolFilter, ToolQuery, ToolSource, prepare_batch, tool_document,
@@ -78,7 +78,7 @@ impl InlineIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        let state = State::of_batch(reader.searcher(), batch, 0)?;
+        let state = State::of_batch(reader.searcher(), &fields, batch, 0)?;
         Ok(Self {
             integration,
             fields,
@@ -102,12 +102,8 @@ impl InlineIndex {
     /// Adds the BM25 statistics of its tools for `terms` (analyzed query terms) to `stats`, as
     /// [`crate::IntegrationIndex::add_term_stats`] does for a catalog index.
     pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
-        lexical::add_term_stats(
-            self.state.searcher(),
-            &self.fields.named_text_fields(),
-            terms,
-            stats,
-        )
+        self.state.add_term_stats(&self.fields, terms, stats);
+        Ok(())
     }
 
     /// [`crate::IntegrationIndex::search_lexical`] over the inline tools.
@@ -128,8 +124,7 @@ impl InlineIndex {
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        self.state
-            .search_lexical(&self.fields, query, filter, limit, buffers)
+        self.state.search_lexical(query, filter, limit, buffers)
     }
 
     /// [`crate::IntegrationIndex::search_dense`] over the inline tools.
@@ -153,6 +148,6 @@ impl ToolSource for InlineIndex {
     }
 
     fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
-        self.state.search(&self.fields, query, buffers)
+        self.state.search(query, buffers)
     }
 }

@@ -21,6 +21,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term};
 
 use crate::error::Result;
+use crate::tool_slice::Posting;
 
 /// One term of a lexical query: its idf and, per field of the query (in the order its fields were
 /// given), its weight (0 where no document of the collection holds it in that field).
@@ -181,6 +182,58 @@ impl LexicalQuery {
             }
         }
         Ok(())
+    }
+}
+
+impl LexicalQuery {
+    /// [`LexicalQuery::score_segment`] over in-memory postings ([`crate::tool_slice`]): the same
+    /// arithmetic in the same order, so a document scores exactly as it does from tantivy's
+    /// segment. `postings_of` gives a term's postings sorted by field (in the query's field order)
+    /// then row; rows are below `rows`.
+    pub(crate) fn score_postings<'a>(
+        &self,
+        postings_of: impl Fn(&str) -> Option<&'a [Posting]>,
+        rows: usize,
+        buffers: &mut ScoreBuffers,
+    ) {
+        let ScoreBuffers {
+            scores,
+            matched,
+            freqs,
+            touched,
+        } = buffers;
+        scores.clear();
+        scores.resize(rows, 0.0);
+        freqs.clear();
+        freqs.resize(rows, 0.0);
+        matched.clear();
+        for term in &self.terms {
+            let Some(postings) = postings_of(&term.text) else {
+                continue;
+            };
+            touched.clear();
+            for p in postings {
+                let field = p.field as usize;
+                let scale = term.field_scale.get(field).copied().unwrap_or(0.0);
+                if scale == 0.0 {
+                    continue;
+                }
+                let norm = 1.0 - self.b + self.b * p.length as f32 / self.average[field];
+                let slot = &mut freqs[p.row as usize];
+                if *slot == 0.0 {
+                    touched.push(p.row);
+                }
+                *slot += scale * p.term_freq as f32 / norm;
+            }
+            for &row in touched.iter() {
+                let x = std::mem::take(&mut freqs[row as usize]);
+                let slot = &mut scores[row as usize];
+                if *slot == 0.0 {
+                    matched.push(row);
+                }
+                *slot += term.idf * x * (self.k1 + 1.0) / (self.k1 + x);
+            }
+        }
     }
 }
 

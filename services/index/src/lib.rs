@@ -15,6 +15,7 @@ pub mod lexical;
 pub mod schema;
 pub mod segment_index;
 pub mod tool_index;
+mod tool_slice;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
@@ -121,18 +122,6 @@ impl ToolIndexes {
             .filter(|i| seen.insert(i.as_str()))
             .filter_map(|i| indexes.get(&(project.to_string(), i.clone())).cloned())
             .collect()
-    }
-
-    /// Writes every dense-index snapshot that is older on disk than in memory; returns how many.
-    pub fn flush(&self) -> Result<usize> {
-        let indexes: Vec<Arc<IntegrationIndex>> = self.indexes.read().values().cloned().collect();
-        let mut flushed = 0;
-        for index in indexes {
-            if index.flush_vectors()? {
-                flushed += 1;
-            }
-        }
-        Ok(flushed)
     }
 
     /// Upserts tools of any integrations of a project, one index at a time.
@@ -477,13 +466,5 @@ fn check_path_component(field: &str, value: &str) -> Result<()> {
             field,
             format!("`{value}` is not a valid identifier"),
         ))
-    }
-}
-
-impl Drop for ToolIndexes {
-    fn drop(&mut self) {
-        if let Err(err) = self.flush() {
-            tracing::warn!(error = %err, "flushing vector snapshots on close failed");
-        }
     }
 }

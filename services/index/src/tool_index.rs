@@ -1,22 +1,19 @@
-//! One integration's tools on one shard: a tantivy index (BM25 over name pieces, description and
-//! parameters) and a FAISS `IDMap<Flat>` inner-product index over the tools' embeddings, in one
-//! directory with a shared generation number.
+//! One integration's tools on one shard: a tantivy index in one directory (`tantivy/`) that holds
+//! the analyzed text fields (BM25F over name pieces, description and parameters), every tool record
+//! and its vector, and the generation in its commit payload. The commit is what makes a write
+//! durable; nothing else is written.
 //!
-//! Layout of the directory:
-//! - `tantivy/`: the lexical index; it also stores every tool record and its vector, and carries the
-//!   generation in its commit payload;
-//! - `vectors.faiss` + `vectors.json` (`{"generation": N, "dim": D}`): a snapshot of the dense
-//!   index, flushed after writes settle (periodically and when the shard closes). The tantivy commit
-//!   alone makes a write durable, since it stores every vector: on open, a snapshot whose generation
-//!   differs from tantivy's is rebuilt from the stored vectors, so an acknowledged write is never
-//!   lost or half visible after a crash.
+//! Searches do not read tantivy: each published generation is also held as a [`Slice`] (the
+//! postings and the vectors in memory, read from the commit), so that both retrievers cost a few
+//! lookups and dot products per index. Releases before this one kept a FAISS snapshot of the
+//! vectors beside the index (`vectors.faiss`, `vectors.json`); it is removed on open.
 //!
 //! Writers open lazily: a write opens a tantivy writer with one thread, commits, waits for merges
 //! and drops it, so hundreds of idle indexes cost only their readers and in-memory maps.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,7 +22,7 @@ use agentsearch_common::tool::{SideEffect, ToolRecord};
 use faiss::index::flat::FlatIndexImpl;
 use faiss::index::id_map::IdMap;
 use faiss::selector::IdSelector;
-use faiss::{ConcurrentIndex, Idx, Index as _};
+use faiss::{Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tantivy::schema::Value;
@@ -33,8 +30,9 @@ use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDoc
 
 use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
-use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::schema::{Fields, build_schema, resolve};
+use crate::tool_slice::Slice;
 
 /// Indexes with at most this many documents are merged into a single segment after each write
 /// (rewriting up to this many small documents per write); larger ones use tantivy's log merge policy.
@@ -60,7 +58,7 @@ impl ToolFilter {
         }
     }
 
-    fn in_scope(&self, tool: &ToolRecord) -> bool {
+    pub(crate) fn in_scope(&self, tool: &ToolRecord) -> bool {
         self.categories
             .as_ref()
             .is_none_or(|c| c.contains(&tool.category))
@@ -135,102 +133,63 @@ impl std::hash::Hasher for IdHasher {
 pub(crate) type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 pub(crate) struct State {
-    /// The searcher of the committed generation `generation`, published with the maps below.
-    searcher: Searcher,
-    /// The `id` fast-field column of each of the searcher's segments.
-    id_columns: Vec<tantivy::columnar::Column<u64>>,
     tools: IdMapOf<Arc<ToolRecord>>,
     ids: HashMap<String, u64>,
-    vectors: Option<IdMap<FlatIndexImpl>>,
-    dim: usize,
+    /// What searches read: this generation's postings and vectors.
+    slice: Slice,
     generation: u64,
 }
 
 impl State {
-    /// The state of a searcher whose documents are exactly `batch` (from [`prepare_batch`]),
-    /// with the dense index built from their vectors.
+    /// The state of a searcher whose documents are exactly `batch` (from [`prepare_batch`]).
     pub(crate) fn of_batch(
         searcher: Searcher,
+        fields: &Fields,
         batch: Vec<(u64, IndexedTool)>,
         generation: u64,
     ) -> Result<Self> {
         let mut tools = IdMapOf::default();
         let mut ids = HashMap::with_capacity(batch.len());
-        let mut vectors = Vec::with_capacity(batch.len());
+        let mut vectors: IdMapOf<Vec<f32>> = IdMapOf::default();
         for (id, tool) in batch {
             ids.insert(tool.record.name.clone(), id);
             tools.insert(id, Arc::new(tool.record));
-            vectors.push((id, tool.vector));
+            vectors.insert(id, tool.vector);
         }
-        let (vectors, dim) = rebuild(&vectors)?;
+        let slice = Slice::build(
+            &searcher,
+            &fields.text_fields(),
+            &tools,
+            |id| vectors.get(&id).map(Vec::as_slice),
+            0,
+        )?;
         Ok(State {
-            id_columns: id_columns(&searcher)?,
-            searcher,
             tools,
             ids,
-            vectors,
-            dim,
+            slice,
             generation,
         })
-    }
-
-    pub(crate) fn searcher(&self) -> &Searcher {
-        &self.searcher
     }
 
     pub(crate) fn tools(&self) -> &IdMapOf<Arc<ToolRecord>> {
         &self.tools
     }
 
+    /// Adds this generation's statistics for `terms` over the text fields to `stats`.
+    pub(crate) fn add_term_stats(&self, fields: &Fields, terms: &[String], stats: &mut TermStats) {
+        let names = fields.named_text_fields().map(|(name, _)| name);
+        self.slice.add_term_stats(&names, terms, stats);
+    }
+
     /// See [`IntegrationIndex::search_lexical`].
     pub(crate) fn search_lexical(
         &self,
-        fields: &Fields,
         query: &LexicalQuery,
         filter: &ToolFilter,
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        let mut out = Scored::default();
-        if query.is_empty() || limit == 0 {
-            return Ok(out);
-        }
-        let fields = fields.text_fields();
-        for (segment, ids) in self.searcher.segment_readers().iter().zip(&self.id_columns) {
-            query.score_segment(segment, &fields, buffers)?;
-            let ScoreBuffers {
-                scores, matched, ..
-            } = &*buffers;
-            if matched.is_empty() {
-                continue;
-            }
-            let alive = segment.alive_bitset();
-            for &doc in matched {
-                if alive.is_some_and(|a| a.is_deleted(doc)) {
-                    continue;
-                }
-                let Some((id, tool)) = ids
-                    .first(doc)
-                    .and_then(|id| self.tools.get(&id).map(|t| (id, t)))
-                else {
-                    continue;
-                };
-                if !filter.in_scope(tool) {
-                    continue;
-                }
-                let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
-                    &mut out.eligible
-                } else {
-                    &mut out.excluded
-                };
-                list.push((scores[doc as usize], id));
-            }
-        }
-        for list in [&mut out.eligible, &mut out.excluded] {
-            list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            list.truncate(limit);
-        }
-        Ok(out)
+        Ok(self.slice.search_lexical(query, filter, limit, buffers))
     }
 
     /// See [`IntegrationIndex::search_dense`].
@@ -240,69 +199,15 @@ impl State {
         filter: &ToolFilter,
         limit: usize,
     ) -> Result<Scored> {
-        let mut out = Scored::default();
-        let Some(vectors) = &self.vectors else {
-            return Ok(out);
-        };
-        if query.len() != self.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    self.dim
-                ),
-            ));
-        }
-        let total = vectors.ntotal() as usize;
-        let filtered = filter.categories.is_some() || filter.max_side_effect.is_some();
-        let k = if filtered { total } else { limit.min(total) };
-        if k == 0 {
-            return Ok(out);
-        }
-        let result = vectors.search(query, k)?;
-        if !filtered {
-            out.eligible = result
-                .labels
-                .iter()
-                .zip(result.distances)
-                .filter_map(|(l, s)| Some((s, l.get()?)))
-                .collect();
-            return Ok(out);
-        }
-        for (label, score) in result.labels.iter().zip(result.distances) {
-            let Some((id, tool)) = label
-                .get()
-                .and_then(|id| self.tools.get(&id).map(|t| (id, t)))
-            else {
-                continue;
-            };
-            if !filter.in_scope(tool) {
-                continue;
-            }
-            let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
-                &mut out.eligible
-            } else {
-                &mut out.excluded
-            };
-            if list.len() < limit {
-                list.push((score, id));
-            }
-        }
-        Ok(out)
+        self.slice.search_dense(query, filter, limit)
     }
 
     /// Both retrievers of `query` on this state, so that they see the same generation.
-    pub(crate) fn search(
-        &self,
-        fields: &Fields,
-        query: &ToolQuery,
-        buffers: &mut ScoreBuffers,
-    ) -> IndexAnswer {
+    pub(crate) fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
         let started = Instant::now();
-        let lexical = query.lexical.map(|lexical| {
-            self.search_lexical(fields, lexical, query.filter, query.limit, buffers)
-        });
+        let lexical = query
+            .lexical
+            .map(|lexical| self.search_lexical(lexical, query.filter, query.limit, buffers));
         let lexical_done = Instant::now();
         let dense = query
             .vector
@@ -318,7 +223,6 @@ impl State {
 }
 
 pub struct IntegrationIndex {
-    dir: PathBuf,
     integration: String,
     index: Index,
     reader: IndexReader,
@@ -334,45 +238,62 @@ impl IntegrationIndex {
         let (index, reader, generation) = open_tantivy(dir, schema)?;
         let fields = resolve(&index.schema())
             .ok_or_else(|| IndexError::Corrupt(format!("{}: unexpected schema", dir.display())))?;
-        let state = load_state(reader.searcher(), &fields, generation, Some(dir))?;
-        let this = Self {
-            dir: dir.to_path_buf(),
+        let state = load_state(reader.searcher(), &fields, generation)?;
+        for obsolete in ["vectors.faiss", "vectors.json"] {
+            match fs::remove_file(dir.join(obsolete)) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err.into()),
+                _ => {}
+            }
+        }
+        Ok(Self {
             integration: integration.to_string(),
             index,
             reader,
             fields,
             state: RwLock::new(state),
             write_lock: Mutex::new(()),
-        };
-        this.flush_vectors()?;
-        Ok(this)
+        })
     }
 
-    /// Makes a durable commit visible: the new searcher and the in-memory state are published
-    /// together, under the state lock, so a search never sees one without the other. If the
-    /// in-memory update fails, everything is reloaded from the committed index instead: the write
-    /// is durable either way.
+    /// Makes a durable commit visible: the new searcher, the records changed by `update` and the
+    /// slice read from the commit (vectors from `added`, else the previous slice's) are published
+    /// together, under the state lock, so a search never sees one without the other. The slice is
+    /// read before the lock is taken, so searches wait only for the swap. If anything fails,
+    /// everything is reloaded from the committed index instead: the write is durable either way.
     fn publish(
         &self,
         generation: u64,
-        update: impl FnOnce(&mut State) -> Result<()>,
+        added: &IdMapOf<Vec<f32>>,
+        update: impl FnOnce(&mut IdMapOf<Arc<ToolRecord>>, &mut HashMap<String, u64>),
     ) -> Result<()> {
-        let reloaded = self.reader.reload();
+        let prepared = self.reader.reload().map_err(IndexError::from).and_then(|()| {
+            let searcher = self.reader.searcher();
+            let state = self.state.read();
+            let (mut tools, mut ids) = (state.tools.clone(), state.ids.clone());
+            update(&mut tools, &mut ids);
+            let previous: IdMapOf<&[f32]> = state.slice.rows().collect();
+            let slice = Slice::build(
+                &searcher,
+                &self.fields.text_fields(),
+                &tools,
+                |id| added.get(&id).map(Vec::as_slice).or_else(|| previous.get(&id).copied()),
+                state.slice.dim(),
+            )?;
+            Ok(State {
+                tools,
+                ids,
+                slice,
+                generation,
+            })
+        });
         let mut state = self.state.write();
-        state.searcher = self.reader.searcher();
-        state.generation = generation;
-        let columns = id_columns(&state.searcher);
-        let applied = reloaded
-            .map_err(IndexError::from)
-            .and(columns)
-            .and_then(|columns| {
-                state.id_columns = columns;
-                update(&mut state)
-            });
-        if let Err(err) = applied {
-            tracing::error!(integration = %self.integration, error = %err, "in-memory update after a commit failed; reloading");
-            self.reader.reload()?;
-            *state = load_state(self.reader.searcher(), &self.fields, generation, None)?;
+        match prepared {
+            Ok(next) => *state = next,
+            Err(err) => {
+                tracing::error!(integration = %self.integration, error = %err, "in-memory update after a commit failed; reloading");
+                self.reader.reload()?;
+                *state = load_state(self.reader.searcher(), &self.fields, generation)?;
+            }
         }
         Ok(())
     }
@@ -399,7 +320,7 @@ impl IntegrationIndex {
         let _write = self.write_lock.lock();
         let batch = {
             let state = self.state.read();
-            prepare_batch(tools, Some(&self.integration), state.dim, &state.tools)?
+            prepare_batch(tools, Some(&self.integration), state.slice.dim(), &state.tools)?
         };
         if batch.is_empty() {
             return Ok(self.generation());
@@ -413,38 +334,18 @@ impl IntegrationIndex {
             ));
             writer.add_document(tool_document(&self.fields, *id, tool, true)?)?;
         }
-        // The first vectors of this index decide its dimension; create the FAISS index before the
-        // commit so that nothing can fail for lack of it afterwards.
-        let fresh_vectors = if self.state.read().vectors.is_none() {
-            Some(IdMap::new(FlatIndexImpl::new_ip(
-                batch[0].1.vector.len() as u32
-            )?)?)
-        } else {
-            None
-        };
         commit(&self.index, writer, generation)?;
-        self.publish(generation, move |state| {
-            if let Some(v) = fresh_vectors {
-                state.dim = batch[0].1.vector.len();
-                state.vectors = Some(v);
+        let mut added = IdMapOf::default();
+        let mut records = Vec::with_capacity(batch.len());
+        for (id, tool) in batch {
+            added.insert(id, tool.vector);
+            records.push((id, tool.record));
+        }
+        self.publish(generation, &added, move |tools, ids| {
+            for (id, record) in records {
+                ids.insert(record.name.clone(), id);
+                tools.insert(id, Arc::new(record));
             }
-            let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
-            let flat: Vec<f32> = batch
-                .iter()
-                .flat_map(|(_, t)| t.vector.iter().copied())
-                .collect();
-            let vectors = state
-                .vectors
-                .as_mut()
-                .ok_or_else(|| IndexError::Corrupt("no vector index".into()))?;
-            remove_vectors(vectors, &ids)?;
-            let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
-            vectors.add_with_ids(&flat, &labels)?;
-            for (id, tool) in batch {
-                state.ids.insert(tool.record.name.clone(), id);
-                state.tools.insert(id, Arc::new(tool.record));
-            }
-            Ok(())
         })?;
         Ok(generation)
     }
@@ -470,16 +371,11 @@ impl IntegrationIndex {
             writer.delete_term(Term::from_field_text(self.fields.name_exact, name));
         }
         commit(&self.index, writer, generation)?;
-        self.publish(generation, |state| {
-            let ids: Vec<u64> = present.iter().map(|(_, id)| *id).collect();
-            if let Some(vectors) = state.vectors.as_mut() {
-                remove_vectors(vectors, &ids)?;
-            }
+        self.publish(generation, &IdMapOf::default(), |tools, ids| {
             for (name, id) in &present {
-                state.ids.remove(name);
-                state.tools.remove(id);
+                ids.remove(name);
+                tools.remove(id);
             }
-            Ok(())
         })?;
         Ok((present.len() as u64, generation))
     }
@@ -497,8 +393,8 @@ impl IntegrationIndex {
 
     /// Adds this index's BM25 statistics for `terms` (analyzed query terms) to `stats`.
     pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
-        let searcher = self.state.read().searcher.clone();
-        lexical::add_term_stats(&searcher, &self.fields.named_text_fields(), terms, stats)
+        self.state.read().add_term_stats(&self.fields, terms, stats);
+        Ok(())
     }
 
     /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,
@@ -524,7 +420,7 @@ impl IntegrationIndex {
     ) -> Result<Scored> {
         self.state
             .read()
-            .search_lexical(&self.fields, query, filter, limit, buffers)
+            .search_lexical(query, filter, limit, buffers)
     }
 
     /// Inner-product (cosine, vectors are normalised) nearest neighbours of `query`.
@@ -535,27 +431,6 @@ impl IntegrationIndex {
     /// The record behind a vector id.
     pub fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
         self.state.read().tools.get(&id).cloned()
-    }
-
-    /// Writes the dense index to disk if it is older there than in memory. Writes do not call
-    /// this (the tantivy commit is what makes a write durable: it stores every vector); the shard
-    /// flushes periodically and on close, and [`IntegrationIndex::open`] rebuilds a stale file.
-    pub fn flush_vectors(&self) -> Result<bool> {
-        let _write = self.write_lock.lock();
-        let generation = self.generation();
-        if self.state.read().vectors.is_none() || meta_generation(&self.dir) == Some(generation) {
-            return Ok(false);
-        }
-        self.save_vectors()?;
-        Ok(true)
-    }
-
-    fn save_vectors(&self) -> Result<()> {
-        let state = self.state.read();
-        match &state.vectors {
-            Some(vectors) => write_snapshot(&self.dir, vectors, state.generation, state.dim),
-            None => Ok(()),
-        }
     }
 }
 
@@ -585,7 +460,7 @@ impl ToolSource for IntegrationIndex {
     /// Both retrievers under one read of the state: a concurrent write publishes before or after
     /// them, never between.
     fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
-        self.state.read().search(&self.fields, query, buffers)
+        self.state.read().search(query, buffers)
     }
 }
 
@@ -752,18 +627,11 @@ pub(crate) fn open_tantivy(
     Ok((index, reader, generation))
 }
 
-/// Reads every stored tool of the committed index. The vector index comes from the snapshot in
-/// `dir` when it matches the generation and the stored ids, otherwise it is rebuilt from the stored
-/// vectors.
-fn load_state(
-    searcher: Searcher,
-    fields: &Fields,
-    generation: u64,
-    dir: Option<&Path>,
-) -> Result<State> {
+/// Reads every stored tool of the committed index, and its slice.
+fn load_state(searcher: Searcher, fields: &Fields, generation: u64) -> Result<State> {
     let mut tools = IdMapOf::default();
     let mut ids = HashMap::new();
-    let mut stored_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
+    let mut vectors: IdMapOf<Vec<f32>> = IdMapOf::default();
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
         for doc_id in segment.doc_ids_alive() {
             let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
@@ -781,45 +649,24 @@ fn load_state(
                 .get_first(fields.vector)
                 .and_then(|v| v.as_bytes())
                 .ok_or_else(|| corrupt("vector"))?;
-            stored_vectors.push((id, decode_vector(vector)));
+            vectors.insert(id, decode_vector(vector));
             ids.insert(record.name.clone(), id);
             tools.insert(id, Arc::new(record));
         }
     }
-    let snapshot = match dir {
-        Some(dir) => read_snapshot(dir, generation)?,
-        None => None,
-    };
-    let (vectors, dim) = match snapshot {
-        Some((loaded, dim))
-            if loaded.ntotal() as usize == tools.len()
-                && loaded
-                    .id_map()
-                    .iter()
-                    .all(|id| id.get().is_some_and(|id| tools.contains_key(&id))) =>
-        {
-            (Some(loaded), dim)
-        }
-        _ => rebuild(&stored_vectors)?,
-    };
-    let id_columns = id_columns(&searcher)?;
+    let slice = Slice::build(
+        &searcher,
+        &fields.text_fields(),
+        &tools,
+        |id| vectors.get(&id).map(Vec::as_slice),
+        0,
+    )?;
     Ok(State {
-        searcher,
-        id_columns,
         tools,
         ids,
-        vectors,
-        dim,
+        slice,
         generation,
     })
-}
-
-fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>> {
-    searcher
-        .segment_readers()
-        .iter()
-        .map(|s| Ok(s.fast_fields().u64("id")?))
-        .collect()
 }
 
 /// The FAISS snapshot in `dir`, if it was written at `generation`.
@@ -840,23 +687,6 @@ pub(crate) fn read_snapshot(
         }
         _ => Ok(None),
     }
-}
-
-pub(crate) fn rebuild(stored: &[(u64, Vec<f32>)]) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
-    let Some((_, first)) = stored.first() else {
-        return Ok((None, 0));
-    };
-    let dim = first.len();
-    let mut index = IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?;
-    let flat: Vec<f32> = stored.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-    let labels: Vec<Idx> = stored.iter().map(|(id, _)| Idx::new(*id)).collect();
-    if stored.iter().any(|(_, v)| v.len() != dim) {
-        return Err(IndexError::Corrupt(
-            "stored vectors of different dimensions".into(),
-        ));
-    }
-    index.add_with_ids(&flat, &labels)?;
-    Ok((Some(index), dim))
 }
 
 pub(crate) fn remove_vectors(vectors: &mut IdMap<FlatIndexImpl>, ids: &[u64]) -> Result<()> {

@@ -190,7 +190,9 @@ fn write_reopen_search() {
 }
 
 #[test]
-fn torn_vector_write_is_repaired_on_open() {
+fn vectors_come_from_the_commit_and_an_old_snapshot_is_removed() {
+    // Earlier releases kept a FAISS snapshot beside the index; it could be older than the commit.
+    // The commit alone decides now: a stale or garbled snapshot is ignored and removed on open.
     let dir = tempfile::tempdir().unwrap();
     {
         let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
@@ -204,13 +206,6 @@ fn torn_vector_write_is_repaired_on_open() {
                 0,
             )])
             .unwrap();
-    }
-    let index_dir = dir.path().join("tools").join(PROJECT).join("slack");
-    let stale_faiss = std::fs::read(index_dir.join("vectors.faiss")).unwrap();
-    let stale_meta = std::fs::read(index_dir.join("vectors.json")).unwrap();
-    {
-        let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
-        let slack = indexes.get(PROJECT, "slack").unwrap();
         slack
             .upsert(vec![tool(
                 "SLACK_LIST_CHANNELS",
@@ -221,12 +216,14 @@ fn torn_vector_write_is_repaired_on_open() {
             )])
             .unwrap();
     }
-    // Simulate a crash after the lexical commit and before the vector file was replaced.
-    std::fs::write(index_dir.join("vectors.faiss"), stale_faiss).unwrap();
-    std::fs::write(index_dir.join("vectors.json"), stale_meta).unwrap();
+    let index_dir = dir.path().join("tools").join(PROJECT).join("slack");
+    std::fs::write(index_dir.join("vectors.faiss"), b"not a faiss index").unwrap();
+    std::fs::write(index_dir.join("vectors.json"), br#"{"generation": 1, "dim": 8}"#).unwrap();
     let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     let (_, dense) = search(&indexes, "channels", 1, None);
     assert_eq!(dense, ["SLACK_LIST_CHANNELS", "SLACK_POST_MESSAGE"]);
+    assert!(!index_dir.join("vectors.faiss").exists());
+    assert!(!index_dir.join("vectors.json").exists());
 }
 
 #[test]
