@@ -69,7 +69,7 @@ pub fn run(args: EmbedBenchArgs, config: Config) -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({
-            "embedder": "agentsearch (candle, all-MiniLM-L6-v2)",
+            "embedder": "agentsearch (own CPU kernels, all-MiniLM-L6-v2)",
             "passages": texts.len(),
             "words": words,
             "inputBytes": input_bytes,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Times embedding at ingest: agentsearch (`agentsearch embed-bench`: segment a BEIR corpus as record
-# ingest does and embed every passage with candle) and PyTorch sentence-transformers on exactly the
+# ingest does and embed every passage with its own kernels) and PyTorch sentence-transformers on exactly the
 # same passages, one after the other on this machine.
 #
 #   load/peer/embed_compare.sh --dataset DIR [--passages N] [--out-dir DIR]

@@ -326,40 +326,17 @@ fn search_sources<S: ToolSource>(
     }
 }
 
-/// Statistics of the query's terms over `indexes`, on several threads when there are many.
+/// Statistics of the query's terms over `indexes`: counted in place over every index's slice,
+/// then named once.
 fn scoped_stats(indexes: &[Arc<IntegrationIndex>], terms: &[String]) -> TermStats {
-    let stats_of = |part: &[Arc<IntegrationIndex>]| {
-        let mut s = TermStats::default();
-        for index in part {
-            if let Err(err) = index.add_term_stats(terms, &mut s) {
-                tracing::warn!(integration = index.integration(), error = %err, "term statistics failed");
-            }
-        }
-        s
-    };
-    let workers = if indexes.len() >= PARALLEL_FROM {
-        parallelism()
-    } else {
-        1
-    };
-    if workers <= 1 {
-        return stats_of(indexes);
+    let names = schema::TEXT_FIELDS;
+    let mut counts = tool_slice::TermCounts::new(names.len(), terms.len());
+    for index in indexes {
+        index.count_terms(terms, &mut counts);
     }
-    let chunk = indexes.len().div_ceil(workers);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = indexes
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || stats_of(part)))
-            .collect();
-        let mut total = TermStats::default();
-        for handle in handles {
-            match handle.join() {
-                Ok(s) => total.merge(&s),
-                Err(_) => tracing::error!("term statistics panicked"),
-            }
-        }
-        total
-    })
+    let mut stats = TermStats::default();
+    counts.add_to(&names, terms, &mut stats);
+    stats
 }
 
 /// Scopes of at least this many indexes are searched on several threads.

@@ -175,6 +175,11 @@ impl State {
         &self.tools
     }
 
+    /// Adds this generation's counts for `terms` to `counts`.
+    pub(crate) fn count(&self, terms: &[String], counts: &mut crate::tool_slice::TermCounts) {
+        self.slice.count(terms, counts);
+    }
+
     /// Adds this generation's statistics for `terms` over the text fields to `stats`.
     pub(crate) fn add_term_stats(&self, fields: &Fields, terms: &[String], stats: &mut TermStats) {
         let names = fields.named_text_fields().map(|(name, _)| name);
@@ -395,6 +400,11 @@ impl IntegrationIndex {
     pub fn add_term_stats(&self, terms: &[String], stats: &mut TermStats) -> Result<()> {
         self.state.read().add_term_stats(&self.fields, terms, stats);
         Ok(())
+    }
+
+    /// Adds this index's counts for `terms` to `counts` (see [`ToolIndexes::term_stats`]).
+    pub(crate) fn count_terms(&self, terms: &[String], counts: &mut crate::tool_slice::TermCounts) {
+        self.state.read().count(terms, counts);
     }
 
     /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,

@@ -154,20 +154,25 @@ impl Slice {
 
     /// Adds the statistics of `terms` over the fields named `names` (query order) to `stats`.
     pub(crate) fn add_term_stats(&self, names: &[&str], terms: &[String], stats: &mut TermStats) {
-        stats.total_docs += self.total_docs;
-        for (f, name) in names.iter().enumerate() {
-            *stats.field_tokens.entry(name.to_string()).or_default() +=
-                self.field_tokens.get(f).copied().unwrap_or(0);
-            for term in terms {
-                let df = self
-                    .terms
-                    .get(term)
-                    .and_then(|e| e.doc_freq.get(f).copied())
-                    .unwrap_or(0);
-                *stats
-                    .doc_freqs
-                    .entry((name.to_string(), term.clone()))
-                    .or_default() += df;
+        let mut counts = TermCounts::new(names.len(), terms.len());
+        self.count(terms, &mut counts);
+        counts.add_to(names, terms, stats);
+    }
+
+    /// Adds this generation's counts for `terms` to `counts` (no allocation: many slices are
+    /// counted into one [`TermCounts`], turned into [`TermStats`] once).
+    pub(crate) fn count(&self, terms: &[String], counts: &mut TermCounts) {
+        counts.total_docs += self.total_docs;
+        for (total, tokens) in counts.field_tokens.iter_mut().zip(&self.field_tokens) {
+            *total += tokens;
+        }
+        for (t, term) in terms.iter().enumerate() {
+            if let Some(entry) = self.terms.get(term) {
+                for (f, df) in entry.doc_freq.iter().enumerate() {
+                    if let Some(total) = counts.doc_freqs.get_mut(f * terms.len() + t) {
+                        *total += df;
+                    }
+                }
             }
         }
     }
@@ -237,6 +242,39 @@ impl Slice {
             &mut out.excluded
         };
         list.push((score, self.ids[row]));
+    }
+}
+
+/// BM25 statistics of a query's terms over any number of slices, by position: field-major
+/// document frequencies (`fields x terms`).
+pub(crate) struct TermCounts {
+    total_docs: u64,
+    field_tokens: Vec<u64>,
+    doc_freqs: Vec<u64>,
+}
+
+impl TermCounts {
+    pub(crate) fn new(fields: usize, terms: usize) -> Self {
+        Self {
+            total_docs: 0,
+            field_tokens: vec![0; fields],
+            doc_freqs: vec![0; fields * terms],
+        }
+    }
+
+    /// Adds the counts to `stats` under the fields' `names`, as tantivy's statistics are summed.
+    pub(crate) fn add_to(&self, names: &[&str], terms: &[String], stats: &mut TermStats) {
+        stats.total_docs += self.total_docs;
+        for (f, name) in names.iter().enumerate() {
+            *stats.field_tokens.entry(name.to_string()).or_default() +=
+                self.field_tokens.get(f).copied().unwrap_or(0);
+            for (t, term) in terms.iter().enumerate() {
+                *stats
+                    .doc_freqs
+                    .entry((name.to_string(), term.clone()))
+                    .or_default() += self.doc_freqs.get(f * terms.len() + t).copied().unwrap_or(0);
+            }
+        }
     }
 }
 
