@@ -71,9 +71,7 @@ impl LocalShard {
                 let Some(shard) = weak.upgrade() else { break };
                 let segments = shard.segments.clone();
                 drop(shard);
-                let flush = move || {
-                    segments.flush()
-                };
+                let flush = move || segments.flush();
                 match tokio::task::spawn_blocking(flush).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
                     Ok(Err(err)) => {
@@ -89,9 +87,9 @@ impl LocalShard {
     pub async fn flush_now(&self) -> Result<usize> {
         let segments = self.segments.clone();
         tokio::task::spawn_blocking(move || segments.flush())
-        .await
-        .map_err(|e| Error::Internal(format!("flush task: {e}")))?
-        .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
+            .await
+            .map_err(|e| Error::Internal(format!("flush task: {e}")))?
+            .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
     }
 
     async fn segments<T: Send + 'static>(

@@ -69,7 +69,10 @@ fn tensor(weights: &safetensors::SafeTensors<'_>, name: &str, shape: &[usize]) -
         .or_else(|_| weights.tensor(&format!("bert.{name}")))
         .map_err(|_| unavailable(format!("model.safetensors has no tensor {name}")))?;
     if view.dtype() != safetensors::Dtype::F32 {
-        return Err(unavailable(format!("{name} is {:?}, not F32", view.dtype())));
+        return Err(unavailable(format!(
+            "{name} is {:?}, not F32",
+            view.dtype()
+        )));
     }
     if view.shape() != shape {
         return Err(unavailable(format!(
@@ -112,7 +115,10 @@ impl Bert {
             .map_err(|e| unavailable(format!("model.safetensors: {e}")))?;
         let t = |name: &str, shape: &[usize]| tensor(&weights, name, shape);
         let norm = |prefix: &str| -> Result<(Vec<f32>, Vec<f32>)> {
-            Ok((t(&format!("{prefix}.weight"), &[h])?, t(&format!("{prefix}.bias"), &[h])?))
+            Ok((
+                t(&format!("{prefix}.weight"), &[h])?,
+                t(&format!("{prefix}.bias"), &[h])?,
+            ))
         };
         let linear = |prefix: &str, outputs: usize, inputs: usize| -> Result<Linear> {
             let w = t(&format!("{prefix}.weight"), &[outputs, inputs])?;
@@ -168,10 +174,14 @@ impl Bert {
             )));
         }
         if let Some(id) = pieces.ids.iter().find(|&&id| id as usize >= self.vocab) {
-            return Err(EmbedError::Failed(format!("token id {id} is outside the vocabulary")));
+            return Err(EmbedError::Failed(format!(
+                "token id {id} is outside the vocabulary"
+            )));
         }
         if let Some(t) = pieces.types.iter().find(|&&t| t as usize >= self.types) {
-            return Err(EmbedError::Failed(format!("segment id {t} is outside the model's")));
+            return Err(EmbedError::Failed(format!(
+                "segment id {t} is outside the model's"
+            )));
         }
         Ok(())
     }

@@ -99,7 +99,11 @@ impl Linear {
 
 /// `R` rows of the input against one panel: `out[r][j] = rows[r] . panel[., j] + bias[j]`.
 #[inline(always)]
-fn micro<M: Mad, const R: usize>(rows: [&[f32]; R], panel: &[f32], bias: &[f32; NR]) -> [[f32; NR]; R] {
+fn micro<M: Mad, const R: usize>(
+    rows: [&[f32]; R],
+    panel: &[f32],
+    bias: &[f32; NR],
+) -> [[f32; NR]; R] {
     let k = panel.len() / NR;
     for row in &rows {
         assert!(row.len() >= k);
@@ -123,7 +127,14 @@ fn micro<M: Mad, const R: usize>(rows: [&[f32]; R], panel: &[f32], bias: &[f32; 
 
 /// Writes the first `rows` rows of a micro tile into `out` at column `c0`.
 #[inline(always)]
-fn store<const R: usize>(tile: [[f32; NR]; R], out: &mut [f32], width: usize, n: usize, r0: usize, c0: usize) {
+fn store<const R: usize>(
+    tile: [[f32; NR]; R],
+    out: &mut [f32],
+    width: usize,
+    n: usize,
+    r0: usize,
+    c0: usize,
+) {
     for (i, row) in tile.iter().enumerate() {
         let at = (r0 + i) * n + c0;
         out[at..at + width].copy_from_slice(&row[..width]);
@@ -163,11 +174,46 @@ fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
         }
         match m - r0 {
             0 => {}
-            1 => store(micro::<M, 1>([row(r0)], panel, &bias), out, width, n, r0, c0),
-            2 => store(micro::<M, 2>(std::array::from_fn(|i| row(r0 + i)), panel, &bias), out, width, n, r0, c0),
-            3 => store(micro::<M, 3>(std::array::from_fn(|i| row(r0 + i)), panel, &bias), out, width, n, r0, c0),
-            4 => store(micro::<M, 4>(std::array::from_fn(|i| row(r0 + i)), panel, &bias), out, width, n, r0, c0),
-            _ => store(micro::<M, 5>(std::array::from_fn(|i| row(r0 + i)), panel, &bias), out, width, n, r0, c0),
+            1 => store(
+                micro::<M, 1>([row(r0)], panel, &bias),
+                out,
+                width,
+                n,
+                r0,
+                c0,
+            ),
+            2 => store(
+                micro::<M, 2>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
+                out,
+                width,
+                n,
+                r0,
+                c0,
+            ),
+            3 => store(
+                micro::<M, 3>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
+                out,
+                width,
+                n,
+                r0,
+                c0,
+            ),
+            4 => store(
+                micro::<M, 4>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
+                out,
+                width,
+                n,
+                r0,
+                c0,
+            ),
+            _ => store(
+                micro::<M, 5>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
+                out,
+                width,
+                n,
+                r0,
+                c0,
+            ),
         }
     }
 }
@@ -232,7 +278,12 @@ fn sum<M: Mad>(x: &[f32]) -> f32 {
 fn dot<M: Mad>(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in ca.zip(cb) {
         for l in 0..LANES {
             acc[l] = M::mad(x[l], y[l], acc[l]);
@@ -243,7 +294,13 @@ fn dot<M: Mad>(a: &[f32], b: &[f32]) -> f32 {
 
 /// `x = LayerNorm(x + residual)` row by row (rows of `gamma.len()`), with BERT's epsilon.
 #[inline(always)]
-pub(crate) fn add_layer_norm<M: Mad>(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+pub(crate) fn add_layer_norm<M: Mad>(
+    x: &mut [f32],
+    residual: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) {
     let width = gamma.len();
     for (row, res) in x.chunks_exact_mut(width).zip(residual.chunks_exact(width)) {
         for (v, r) in row.iter_mut().zip(res) {
@@ -301,7 +358,8 @@ pub(crate) fn attention<M: Mad>(
             let c = &mut ctx[h * head..(h + 1) * head];
             c.fill(0.0);
             for (j, p) in scores.iter().enumerate() {
-                let v = &qkv[j * width + 2 * hidden + h * head..j * width + 2 * hidden + (h + 1) * head];
+                let v = &qkv
+                    [j * width + 2 * hidden + h * head..j * width + 2 * hidden + (h + 1) * head];
                 for (c, v) in c.iter_mut().zip(v) {
                     *c = M::mad(*p, *v, *c);
                 }
@@ -341,7 +399,14 @@ mod tests {
     #[test]
     fn linear_matches_the_textbook_product_for_every_edge_shape() {
         // Row counts around the 6-row tile and the row block; column counts around the 16-wide panel.
-        for &(m, k, n) in &[(1, 3, 1), (5, 7, 15), (6, 16, 16), (7, 33, 17), (13, 384, 50), (700, 100, 40)] {
+        for &(m, k, n) in &[
+            (1, 3, 1),
+            (5, 7, 15),
+            (6, 16, 16),
+            (7, 33, 17),
+            (13, 384, 50),
+            (700, 100, 40),
+        ] {
             let (w, b, x) = (values(n * k, 1), values(n, 2), values(m * k, 3));
             let layer = Linear::new(&w, &b, n, k);
             let want = reference_linear(&w, &b, &x, n, k);
@@ -356,7 +421,10 @@ mod tests {
                     linear::<Plain>(&layer, &x, &mut got);
                 }
                 for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{m}x{k}x{n}: {g} vs {w}");
+                    assert!(
+                        (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{m}x{k}x{n}: {g} vs {w}"
+                    );
                 }
             }
         }
@@ -369,7 +437,10 @@ mod tests {
             let want = (x as f64).exp();
             let got = exp::<Plain>(x) as f64;
             if (-87.0..=88.0).contains(&x) {
-                assert!((got - want).abs() <= 3e-7 * want, "exp({x}) = {got}, want {want}");
+                assert!(
+                    (got - want).abs() <= 3e-7 * want,
+                    "exp({x}) = {got}, want {want}"
+                );
             }
             x += 0.0137;
         }

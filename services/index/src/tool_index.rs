@@ -156,8 +156,21 @@ impl State {
             tools.insert(id, Arc::new(tool.record));
             vectors.insert(id, tool.vector);
         }
+        Self::read(&searcher, fields, tools, ids, &vectors, generation)
+    }
+
+    /// The state of `searcher`'s documents, whose records are `tools` (by name in `ids`) and whose
+    /// vectors are `vectors`.
+    fn read(
+        searcher: &Searcher,
+        fields: &Fields,
+        tools: IdMapOf<Arc<ToolRecord>>,
+        ids: HashMap<String, u64>,
+        vectors: &IdMapOf<Vec<f32>>,
+        generation: u64,
+    ) -> Result<Self> {
         let slice = Slice::build(
-            &searcher,
+            searcher,
             &fields.text_fields(),
             &tools,
             |id| vectors.get(&id).map(Vec::as_slice),
@@ -271,26 +284,35 @@ impl IntegrationIndex {
         added: &IdMapOf<Vec<f32>>,
         update: impl FnOnce(&mut IdMapOf<Arc<ToolRecord>>, &mut HashMap<String, u64>),
     ) -> Result<()> {
-        let prepared = self.reader.reload().map_err(IndexError::from).and_then(|()| {
-            let searcher = self.reader.searcher();
-            let state = self.state.read();
-            let (mut tools, mut ids) = (state.tools.clone(), state.ids.clone());
-            update(&mut tools, &mut ids);
-            let previous: IdMapOf<&[f32]> = state.slice.rows().collect();
-            let slice = Slice::build(
-                &searcher,
-                &self.fields.text_fields(),
-                &tools,
-                |id| added.get(&id).map(Vec::as_slice).or_else(|| previous.get(&id).copied()),
-                state.slice.dim(),
-            )?;
-            Ok(State {
-                tools,
-                ids,
-                slice,
-                generation,
-            })
-        });
+        let prepared = self
+            .reader
+            .reload()
+            .map_err(IndexError::from)
+            .and_then(|()| {
+                let searcher = self.reader.searcher();
+                let state = self.state.read();
+                let (mut tools, mut ids) = (state.tools.clone(), state.ids.clone());
+                update(&mut tools, &mut ids);
+                let previous: IdMapOf<&[f32]> = state.slice.rows().collect();
+                let slice = Slice::build(
+                    &searcher,
+                    &self.fields.text_fields(),
+                    &tools,
+                    |id| {
+                        added
+                            .get(&id)
+                            .map(Vec::as_slice)
+                            .or_else(|| previous.get(&id).copied())
+                    },
+                    state.slice.dim(),
+                )?;
+                Ok(State {
+                    tools,
+                    ids,
+                    slice,
+                    generation,
+                })
+            });
         let mut state = self.state.write();
         match prepared {
             Ok(next) => *state = next,
@@ -325,7 +347,12 @@ impl IntegrationIndex {
         let _write = self.write_lock.lock();
         let batch = {
             let state = self.state.read();
-            prepare_batch(tools, Some(&self.integration), state.slice.dim(), &state.tools)?
+            prepare_batch(
+                tools,
+                Some(&self.integration),
+                state.slice.dim(),
+                &state.tools,
+            )?
         };
         if batch.is_empty() {
             return Ok(self.generation());
@@ -664,19 +691,7 @@ fn load_state(searcher: Searcher, fields: &Fields, generation: u64) -> Result<St
             tools.insert(id, Arc::new(record));
         }
     }
-    let slice = Slice::build(
-        &searcher,
-        &fields.text_fields(),
-        &tools,
-        |id| vectors.get(&id).map(Vec::as_slice),
-        0,
-    )?;
-    Ok(State {
-        tools,
-        ids,
-        slice,
-        generation,
-    })
+    State::read(&searcher, fields, tools, ids, &vectors, generation)
 }
 
 /// The FAISS snapshot in `dir`, if it was written at `generation`.

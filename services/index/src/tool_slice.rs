@@ -78,7 +78,9 @@ impl Slice {
             // Rows of this segment's live documents, by doc id.
             let mut rows: Vec<Option<u32>> = vec![None; segment.max_doc() as usize];
             for doc in segment.doc_ids_alive() {
-                let id = ids.first(doc).ok_or_else(|| corrupt("a document without an id"))?;
+                let id = ids
+                    .first(doc)
+                    .ok_or_else(|| corrupt("a document without an id"))?;
                 let record = records
                     .get(&id)
                     .ok_or_else(|| corrupt("a document without a record"))?;
@@ -108,10 +110,13 @@ impl Slice {
                         continue;
                     };
                     let info = stream.value();
-                    let entry = slice.terms.entry(text.to_string()).or_insert_with(|| TermEntry {
-                        doc_freq: vec![0; fields.len()],
-                        postings: Vec::new(),
-                    });
+                    let entry = slice
+                        .terms
+                        .entry(text.to_string())
+                        .or_insert_with(|| TermEntry {
+                            doc_freq: vec![0; fields.len()],
+                            postings: Vec::new(),
+                        });
                     entry.doc_freq[f] += u64::from(info.doc_freq);
                     let mut postings =
                         inverted.read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
@@ -149,7 +154,10 @@ impl Slice {
     }
 
     pub(crate) fn rows(&self) -> impl Iterator<Item = (u64, &[f32])> {
-        self.ids.iter().enumerate().map(|(row, &id)| (id, self.vector(row)))
+        self.ids
+            .iter()
+            .enumerate()
+            .map(|(row, &id)| (id, self.vector(row)))
     }
 
     /// Adds the statistics of `terms` over the fields named `names` (query order) to `stats`.
@@ -205,7 +213,12 @@ impl Slice {
 
     /// Inner products of `query` with every vector, filtered; `(score, id)` best first, at most
     /// `limit` in each list.
-    pub(crate) fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
+    pub(crate) fn search_dense(
+        &self,
+        query: &[f32],
+        filter: &ToolFilter,
+        limit: usize,
+    ) -> Result<Scored> {
         let mut out = Scored::default();
         if self.ids.is_empty() || limit == 0 {
             return Ok(out);
@@ -272,7 +285,11 @@ impl TermCounts {
                 *stats
                     .doc_freqs
                     .entry((name.to_string(), term.clone()))
-                    .or_default() += self.doc_freqs.get(f * terms.len() + t).copied().unwrap_or(0);
+                    .or_default() += self
+                    .doc_freqs
+                    .get(f * terms.len() + t)
+                    .copied()
+                    .unwrap_or(0);
             }
         }
     }

@@ -218,7 +218,11 @@ fn vectors_come_from_the_commit_and_an_old_snapshot_is_removed() {
     }
     let index_dir = dir.path().join("tools").join(PROJECT).join("slack");
     std::fs::write(index_dir.join("vectors.faiss"), b"not a faiss index").unwrap();
-    std::fs::write(index_dir.join("vectors.json"), br#"{"generation": 1, "dim": 8}"#).unwrap();
+    std::fs::write(
+        index_dir.join("vectors.json"),
+        br#"{"generation": 1, "dim": 8}"#,
+    )
+    .unwrap();
     let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     let (_, dense) = search(&indexes, "channels", 1, None);
     assert_eq!(dense, ["SLACK_LIST_CHANNELS", "SLACK_POST_MESSAGE"]);
