@@ -32,6 +32,9 @@ pub const MAX_READ_AROUND: u32 = 10;
 /// A shard in this process.
 pub struct LocalShard {
     id: String,
+    /// The data dir's lock, held while any of this shard's work runs (blocking tasks keep a
+    /// clone), so a second shard can never open the same files meanwhile.
+    lock: Arc<std::fs::File>,
     indexes: Arc<ToolIndexes>,
     segments: Arc<SegmentIndexes>,
 }
@@ -42,6 +45,7 @@ impl LocalShard {
     pub fn open(data_dir: &Path, lexical: LexicalConfig, context: ContextConfig) -> Result<Self> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("create {}: {e}", data_dir.display())))?;
+        let lock = Arc::new(lock_data_dir(data_dir)?);
         let id = shard_id(data_dir)?;
         let indexes = ToolIndexes::open(data_dir, lexical)?;
         let segments = SegmentIndexes::open(data_dir, context)?;
@@ -50,6 +54,7 @@ impl LocalShard {
         tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, syncs, segments = segment_count, "shard opened");
         Ok(Self {
             id,
+            lock,
             indexes: Arc::new(indexes),
             segments: Arc::new(segments),
         })
@@ -69,9 +74,12 @@ impl LocalShard {
             loop {
                 ticker.tick().await;
                 let Some(shard) = weak.upgrade() else { break };
-                let segments = shard.segments.clone();
+                let (segments, lock) = (shard.segments.clone(), shard.lock.clone());
                 drop(shard);
-                let flush = move || segments.flush();
+                let flush = move || {
+                    let _lock = lock;
+                    segments.flush()
+                };
                 match tokio::task::spawn_blocking(flush).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
                     Ok(Err(err)) => {
@@ -85,36 +93,106 @@ impl LocalShard {
 
     /// Writes every pending vector snapshot now (a shutdown calls it after the last request).
     pub async fn flush_now(&self) -> Result<usize> {
-        let segments = self.segments.clone();
-        tokio::task::spawn_blocking(move || segments.flush())
-            .await
-            .map_err(|e| Error::Internal(format!("flush task: {e}")))?
-            .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
+        let (segments, lock) = (self.segments.clone(), self.lock.clone());
+        tokio::task::spawn_blocking(move || {
+            let _lock = lock;
+            segments.flush()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("flush task: {e}")))?
+        .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
     }
 
     async fn segments<T: Send + 'static>(
         &self,
         f: impl FnOnce(&SegmentIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let segments = self.segments.clone();
+        let (segments, lock) = (self.segments.clone(), self.lock.clone());
         // The blocking thread continues the caller's span (the call's, in a trace).
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || span.in_scope(|| f(&segments)))
-            .await
-            .map_err(|e| Error::Internal(format!("index task: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            let _lock = lock;
+            span.in_scope(|| f(&segments))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("index task: {e}")))?
+    }
+
+    /// Runs `f` on the process's worker pool, where the search of many indexes spreads too: one
+    /// hand-off for the call instead of a blocking thread that then waits for the pool. A panic
+    /// is an internal error of this call, never of the pool.
+    async fn pooled<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ToolIndexes) -> T + Send + 'static,
+    ) -> Result<T> {
+        let (indexes, lock) = (self.indexes.clone(), self.lock.clone());
+        let span = tracing::Span::current();
+        let (done, answer) = tokio::sync::oneshot::channel();
+        rayon::spawn(move || {
+            let _lock = lock;
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                span.in_scope(|| f(&indexes))
+            }));
+            // The caller may have gone away: the answer is then dropped.
+            let _ = done.send(result);
+        });
+        match answer.await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) => Err(Error::Internal("index search panicked".into())),
+            Err(_) => Err(Error::Internal("index search task lost".into())),
+        }
     }
 
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&ToolIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let indexes = self.indexes.clone();
+        let (indexes, lock) = (self.indexes.clone(), self.lock.clone());
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || span.in_scope(|| f(&indexes)))
-            .await
-            .map_err(|e| Error::Internal(format!("index task: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            let _lock = lock;
+            span.in_scope(|| f(&indexes))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
 }
+
+/// Takes the exclusive lock on `data_dir/lock` (released when the returned file closes, and by
+/// the kernel if the process dies): two shards on one data dir would overwrite each other's files.
+/// A lock still held after [`LOCK_WAIT`] (a previous shard of this process still closing, or
+/// another process) is an error naming the file.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File> {
+    let path = data_dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::Internal(format!("open {}: {e}", path.display())))?;
+    let give_up = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Unavailable(format!(
+                    "data dir {} is in use by another shard (it holds the lock on {})",
+                    data_dir.display(),
+                    path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::Internal(format!("lock {}: {e}", path.display())));
+            }
+        }
+    }
+}
+
+/// How long opening a shard waits for its data dir's lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The shard's id: read from `shard_id` in its data dir, created once.
 fn shard_id(data_dir: &Path) -> Result<String> {
@@ -171,8 +249,7 @@ impl ShardApi for LocalShard {
         if request.limit == 0 || request.limit > 1000 {
             return Err(Error::invalid("limit", "must be between 1 and 1000"));
         }
-        self.blocking(move |indexes| Ok(indexes.search(&request)))
-            .await
+        self.pooled(move |indexes| indexes.search(&request)).await
     }
 
     async fn search_inline(&self, request: InlineSearchRequest) -> Result<ShardSearchResponse> {

@@ -204,8 +204,9 @@ pub struct ShardSearchResponse {
     pub failures: Vec<PartFailure>,
     /// Time spent in each retriever over all indexes, and assembling the answer (diagnostics).
     pub timings: ShardTimings,
-    /// The generation of each index searched (by integration): the version of the catalog its
-    /// hits were ranked from. Indexes the shard does not hold are absent; empty for inline tools.
+    /// The generation of each index that gave a hit (by integration): the version of the catalog
+    /// its hits were ranked from. Indexes without a hit and indexes the shard does not hold are
+    /// absent; empty for inline tools.
     pub generations: BTreeMap<String, u64>,
 }
 

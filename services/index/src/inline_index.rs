@@ -124,12 +124,16 @@ impl InlineIndex {
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        self.state.search_lexical(query, filter, limit, buffers)
+        self.state
+            .search_lexical(query, filter, limit, buffers)
+            .map(Scored::ordered)
     }
 
     /// [`crate::IntegrationIndex::search_dense`] over the inline tools.
     pub fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
-        self.state.search_dense(query, filter, limit)
+        self.state
+            .search_dense(query, filter, limit, &mut ScoreBuffers::default())
+            .map(Scored::ordered)
     }
 
     /// The record behind a vector id.

@@ -52,6 +52,23 @@ pub struct ScoreBuffers {
     pub matched: Vec<u32>,
     freqs: Vec<f32>,
     touched: Vec<u32>,
+    /// Inner products of the last dense search of a tool slice.
+    pub(crate) dense: Vec<f32>,
+    /// Emptied candidate lists, handed out again instead of allocating new ones.
+    spare: Vec<Vec<(f32, u64)>>,
+}
+
+impl ScoreBuffers {
+    /// An empty candidate list (a spare one when there is one).
+    pub(crate) fn list(&mut self) -> Vec<(f32, u64)> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `list`'s allocation for [`ScoreBuffers::list`].
+    pub(crate) fn recycle(&mut self, mut list: Vec<(f32, u64)>) {
+        list.clear();
+        self.spare.push(list);
+    }
 }
 
 impl LexicalQuery {
@@ -125,6 +142,7 @@ impl LexicalQuery {
             matched,
             freqs,
             touched,
+            ..
         } = buffers;
         let max_doc = segment.max_doc() as usize;
         scores.clear();
@@ -201,6 +219,7 @@ impl LexicalQuery {
             matched,
             freqs,
             touched,
+            ..
         } = buffers;
         scores.clear();
         scores.resize(rows, 0.0);

@@ -17,7 +17,7 @@ pub mod segment_index;
 pub mod tool_index;
 mod tool_slice;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,13 +37,15 @@ pub use lexical::{LexicalQuery, ScoreBuffers};
 pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
 pub use tool_index::{IndexAnswer, IntegrationIndex, Scored, ToolFilter, ToolQuery, ToolSource};
 
-type Key = (String, String);
+/// A project's tool indexes by integration.
+type ProjectIndexes = HashMap<String, Arc<IntegrationIndex>>;
 
-/// Every tool index of a shard, keyed by (project, integration).
+/// Every tool index of a shard, by project then integration (so that a search looks its scope up
+/// by name, without building keys).
 pub struct ToolIndexes {
     root: PathBuf,
     lexical: LexicalConfig,
-    indexes: RwLock<HashMap<Key, Arc<IntegrationIndex>>>,
+    indexes: RwLock<HashMap<String, ProjectIndexes>>,
 }
 
 impl ToolIndexes {
@@ -65,7 +67,10 @@ impl ToolIndexes {
                 }
                 let name = integration.file_name().to_string_lossy().to_string();
                 let index = IntegrationIndex::open(&integration.path(), &name)?;
-                indexes.insert((project_id.clone(), name), Arc::new(index));
+                indexes
+                    .entry(project_id.clone())
+                    .or_insert_with(ProjectIndexes::new)
+                    .insert(name, Arc::new(index));
             }
         }
         Ok(Self {
@@ -78,21 +83,25 @@ impl ToolIndexes {
     /// Number of indexes and of tools held.
     pub fn counts(&self) -> (u64, u64) {
         let indexes = self.indexes.read();
-        (
-            indexes.len() as u64,
-            indexes.values().map(|i| i.len() as u64).sum(),
-        )
+        let all = || indexes.values().flat_map(|project| project.values());
+        (all().count() as u64, all().map(|i| i.len() as u64).sum())
     }
 
     /// Sum of the generations of every index (grows with every write).
     pub fn generations(&self) -> u64 {
-        self.indexes.read().values().map(|i| i.generation()).sum()
+        let indexes = self.indexes.read();
+        indexes
+            .values()
+            .flat_map(|project| project.values())
+            .map(|i| i.generation())
+            .sum()
     }
 
     pub fn get(&self, project: &str, integration: &str) -> Option<Arc<IntegrationIndex>> {
         self.indexes
             .read()
-            .get(&(project.to_string(), integration.to_string()))
+            .get(project)
+            .and_then(|p| p.get(integration))
             .cloned()
     }
 
@@ -104,23 +113,26 @@ impl ToolIndexes {
             return Ok(index);
         }
         let mut indexes = self.indexes.write();
-        let key = (project.to_string(), integration.to_string());
-        if let Some(index) = indexes.get(&key) {
+        let project_indexes = indexes.entry(project.to_string()).or_default();
+        if let Some(index) = project_indexes.get(integration) {
             return Ok(index.clone());
         }
         let dir = self.root.join("tools").join(project).join(integration);
         let index = Arc::new(IntegrationIndex::open(&dir, integration)?);
-        indexes.insert(key, index.clone());
+        project_indexes.insert(integration.to_string(), index.clone());
         Ok(index)
     }
 
     fn scoped(&self, project: &str, integrations: &[String]) -> Vec<Arc<IntegrationIndex>> {
         let indexes = self.indexes.read();
-        let mut seen = HashSet::new();
+        let Some(project) = indexes.get(project) else {
+            return Vec::new();
+        };
+        let mut seen = HashSet::with_capacity(integrations.len());
         integrations
             .iter()
             .filter(|i| seen.insert(i.as_str()))
-            .filter_map(|i| indexes.get(&(project.to_string(), i.clone())).cloned())
+            .filter_map(|i| project.get(i.as_str()).cloned())
             .collect()
     }
 
@@ -250,37 +262,39 @@ fn search_sources<S: ToolSource>(
         1
     };
     let chunk = sources.len().div_ceil(workers.max(1)).max(1);
-    let run = |offset: usize, part: &[S]| search_part(offset, part, query);
-    let parts: Vec<Part> = if workers > 1 {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = sources
-                .chunks(chunk)
-                .enumerate()
-                .map(|(n, part)| (part, scope.spawn(move || run(n * chunk, part))))
-                .collect();
-            handles
-                .into_iter()
-                .map(|(sources, handle)| {
-                    handle.join().unwrap_or_else(|_| Part {
-                        failures: sources
-                            .iter()
-                            .map(|source| PartFailure {
-                                integration: source.integration().to_string(),
-                                retriever: String::new(),
-                                message: "index search panicked".into(),
-                            })
-                            .collect(),
-                        ..Part::default()
-                    })
+    let run = |offset: usize, part: &[S]| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            search_part(offset, part, query)
+        }))
+        .unwrap_or_else(|_| Part {
+            failures: part
+                .iter()
+                .map(|source| PartFailure {
+                    integration: source.integration().to_string(),
+                    retriever: String::new(),
+                    message: "index search panicked".into(),
                 })
-                .collect()
+                .collect(),
+            // Keeps the positions of the later parts' generations.
+            generations: vec![0; part.len()],
+            ..Part::default()
         })
+    };
+    // On the process's worker pool (threads that live on), not threads started per request.
+    let parts: Vec<Part> = if workers > 1 {
+        use rayon::prelude::*;
+        sources
+            .par_chunks(chunk)
+            .enumerate()
+            .map(|(n, part)| run(n * chunk, part))
+            .collect()
     } else {
         vec![run(0, sources)]
     };
     let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
     let mut failures = Vec::new();
-    let mut generations = BTreeMap::new();
+    // The generation each source was searched at, by position in `sources`.
+    let mut searched_at = Vec::with_capacity(sources.len());
     let mut timings = ShardTimings {
         prepare_ms: (started - prepare_started).as_secs_f64() * 1e3,
         ..Default::default()
@@ -290,7 +304,7 @@ fn search_sources<S: ToolSource>(
             pool.extend(more);
         }
         failures.extend(part.failures);
-        generations.extend(part.generations);
+        searched_at.extend(part.generations);
         timings.lexical_ms = timings.lexical_ms.max(part.lexical_ms);
         timings.dense_ms = timings.dense_ms.max(part.dense_ms);
     }
@@ -307,10 +321,20 @@ fn search_sources<S: ToolSource>(
     let tools = lexical
         .iter()
         .chain(dense.iter())
-        .filter(|(hit, _)| seen.insert(hit.name.clone()))
-        .map(|(_, record)| (**record).clone())
+        .filter(|(hit, ..)| seen.insert(hit.name.clone()))
+        .map(|(_, record, _)| (**record).clone())
         .collect();
-    let strip = |v: Vec<(Hit, Arc<ToolRecord>)>| v.into_iter().map(|(h, _)| h).collect::<Vec<_>>();
+    // Generations of the indexes that gave a hit (what the answer's hits were ranked from).
+    let generations = [&lexical, &excluded_lexical, &dense, &excluded_dense]
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, _, source)| {
+            let generation = *searched_at.get(*source)?;
+            Some((sources[*source].integration().to_string(), generation))
+        })
+        .collect();
+    let strip =
+        |v: Vec<(Hit, Arc<ToolRecord>, usize)>| v.into_iter().map(|(h, ..)| h).collect::<Vec<_>>();
     ShardSearchResponse {
         lexical: strip(lexical),
         dense: strip(dense),
@@ -351,8 +375,8 @@ fn parallelism() -> usize {
 struct Part {
     pools: [Vec<(f32, usize, u64)>; 4],
     failures: Vec<PartFailure>,
-    /// The generation each index was searched at, by integration.
-    generations: Vec<(String, u64)>,
+    /// The generation each index was searched at, in order.
+    generations: Vec<u64>,
     lexical_ms: f64,
     dense_ms: f64,
 }
@@ -362,14 +386,13 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
     let mut buffers = ScoreBuffers::default();
     for (i, source) in sources.iter().enumerate() {
         let answer = source.search(query, &mut buffers);
-        part.generations
-            .push((source.integration().to_string(), answer.generation));
+        part.generations.push(answer.generation);
         part.lexical_ms += answer.lexical_ms;
         part.dense_ms += answer.dense_ms;
         for (at, retriever, scored) in [(0, "lexical", answer.lexical), (2, "dense", answer.dense)]
         {
             match scored {
-                Some(Ok(scored)) => pool(&mut part.pools, at, offset + i, scored),
+                Some(Ok(scored)) => pool(&mut part.pools, at, offset + i, scored, &mut buffers),
                 Some(Err(err)) => {
                     part.failures
                         .push(failure(source.integration(), retriever, &err))
@@ -381,10 +404,19 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
     part
 }
 
-/// Adds one index's eligible and excluded candidates to the pools at `at` and `at + 1`.
-fn pool(pools: &mut [Vec<(f32, usize, u64)>; 4], at: usize, index: usize, scored: Scored) {
-    pools[at].extend(scored.eligible.into_iter().map(|(s, id)| (s, index, id)));
-    pools[at + 1].extend(scored.excluded.into_iter().map(|(s, id)| (s, index, id)));
+/// Adds one index's eligible and excluded candidates to the pools at `at` and `at + 1`; the
+/// emptied lists go back to `buffers`.
+fn pool(
+    pools: &mut [Vec<(f32, usize, u64)>; 4],
+    at: usize,
+    index: usize,
+    scored: Scored,
+    buffers: &mut ScoreBuffers,
+) {
+    pools[at].extend(scored.eligible.iter().map(|&(s, id)| (s, index, id)));
+    pools[at + 1].extend(scored.excluded.iter().map(|&(s, id)| (s, index, id)));
+    buffers.recycle(scored.eligible);
+    buffers.recycle(scored.excluded);
 }
 
 /// The best `limit` candidates of a pool as named hits in [`hit_order`] (ties broken by name,
@@ -393,14 +425,14 @@ fn best_hits(
     record: &impl Fn(usize, u64) -> Option<Arc<ToolRecord>>,
     mut pool: Vec<(f32, usize, u64)>,
     limit: usize,
-) -> Vec<(Hit, Arc<ToolRecord>)> {
+) -> Vec<(Hit, Arc<ToolRecord>, usize)> {
     if pool.len() > limit && limit > 0 {
         pool.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
         let cut = pool[limit - 1].0;
         // Keep everything tied with the cut so that names decide among them.
         pool.retain(|c| c.0 >= cut);
     }
-    let mut hits: Vec<(Hit, Arc<ToolRecord>)> = pool
+    let mut hits: Vec<(Hit, Arc<ToolRecord>, usize)> = pool
         .into_iter()
         .filter_map(|(score, index, id)| {
             let record = record(index, id)?;
@@ -411,6 +443,7 @@ fn best_hits(
                     score,
                 },
                 record,
+                index,
             ))
         })
         .collect();

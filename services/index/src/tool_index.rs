@@ -66,11 +66,21 @@ impl ToolFilter {
 }
 
 /// One retriever's `(score, vector id)` pairs of one index: eligible, and removed by the
-/// side-effect ceiling; each best first.
+/// side-effect ceiling; each best first from the public searches (pooled searches leave them in
+/// no order: the pool is ordered once).
 #[derive(Debug, Default)]
 pub struct Scored {
     pub eligible: Vec<(f32, u64)>,
     pub excluded: Vec<(f32, u64)>,
+}
+
+impl Scored {
+    /// Both lists best first (ties: lower id first).
+    pub(crate) fn ordered(mut self) -> Self {
+        self.eligible.sort_by(crate::tool_slice::best_first);
+        self.excluded.sort_by(crate::tool_slice::best_first);
+        self
+    }
 }
 
 /// One search of tool indexes.
@@ -216,8 +226,9 @@ impl State {
         query: &[f32],
         filter: &ToolFilter,
         limit: usize,
+        buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        self.slice.search_dense(query, filter, limit)
+        self.slice.search_dense(query, filter, limit, buffers)
     }
 
     /// Both retrievers of `query` on this state, so that they see the same generation.
@@ -229,7 +240,7 @@ impl State {
         let lexical_done = Instant::now();
         let dense = query
             .vector
-            .map(|vector| self.search_dense(vector, query.filter, query.limit));
+            .map(|vector| self.search_dense(vector, query.filter, query.limit, buffers));
         IndexAnswer {
             generation: self.generation,
             lexical,
@@ -458,11 +469,15 @@ impl IntegrationIndex {
         self.state
             .read()
             .search_lexical(query, filter, limit, buffers)
+            .map(Scored::ordered)
     }
 
     /// Inner-product (cosine, vectors are normalised) nearest neighbours of `query`.
     pub fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
-        self.state.read().search_dense(query, filter, limit)
+        self.state
+            .read()
+            .search_dense(query, filter, limit, &mut ScoreBuffers::default())
+            .map(Scored::ordered)
     }
 
     /// The record behind a vector id.

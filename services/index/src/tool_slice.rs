@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentsearch_common::shard::TermStats;
-use agentsearch_common::tool::ToolRecord;
+use agentsearch_common::tool::{SideEffect, ToolRecord};
 use tantivy::postings::Postings;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, Searcher, TERMINATED};
@@ -45,6 +45,8 @@ struct TermEntry {
 pub(crate) struct Slice {
     ids: Vec<u64>,
     records: Vec<Arc<ToolRecord>>,
+    /// `records[row].side_effect`, kept beside the rows so that filtering reads no record.
+    effects: Vec<SideEffect>,
     dim: usize,
     /// `ids.len() x dim`, row-major.
     vectors: Vec<f32>,
@@ -97,6 +99,7 @@ impl Slice {
                 }
                 slice.ids.push(id);
                 slice.records.push(record.clone());
+                slice.effects.push(record.side_effect);
                 slice.vectors.extend_from_slice(v);
                 rows[doc as usize] = Some(row);
             }
@@ -194,10 +197,13 @@ impl Slice {
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Scored {
-        let mut out = Scored::default();
         if query.is_empty() || limit == 0 || self.ids.is_empty() {
-            return out;
+            return Scored::default();
         }
+        let mut out = Scored {
+            eligible: buffers.list(),
+            excluded: buffers.list(),
+        };
         query.score_postings(
             |term| self.terms.get(term).map(|e| e.postings.as_slice()),
             self.ids.len(),
@@ -218,10 +224,10 @@ impl Slice {
         query: &[f32],
         filter: &ToolFilter,
         limit: usize,
+        buffers: &mut ScoreBuffers,
     ) -> Result<Scored> {
-        let mut out = Scored::default();
         if self.ids.is_empty() || limit == 0 {
-            return Ok(out);
+            return Ok(Scored::default());
         }
         if query.len() != self.dim {
             return Err(IndexError::invalid(
@@ -233,9 +239,13 @@ impl Slice {
                 ),
             ));
         }
-        let mut scores = Vec::with_capacity(self.ids.len());
-        inner_products(query, &self.vectors, &mut scores);
-        for (row, score) in scores.into_iter().enumerate() {
+        let mut out = Scored {
+            eligible: buffers.list(),
+            excluded: buffers.list(),
+        };
+        let scores = &mut buffers.dense;
+        inner_products(query, &self.vectors, scores);
+        for (row, &score) in scores.iter().enumerate() {
             self.classify(row, score, filter, &mut out);
         }
         finish(&mut out, limit);
@@ -245,11 +255,10 @@ impl Slice {
     /// Puts a scored row in the eligible or excluded list, or drops it when out of scope.
     #[inline]
     fn classify(&self, row: usize, score: f32, filter: &ToolFilter, out: &mut Scored) {
-        let tool = &self.records[row];
-        if !filter.in_scope(tool) {
+        if filter.categories.is_some() && !filter.in_scope(&self.records[row]) {
             return;
         }
-        let list = if tool.side_effect.allowed_under(filter.max_side_effect) {
+        let list = if self.effects[row].allowed_under(filter.max_side_effect) {
             &mut out.eligible
         } else {
             &mut out.excluded
@@ -295,16 +304,19 @@ impl TermCounts {
     }
 }
 
-/// Keeps the best `limit` of each list, best first (ties: lower id first).
+/// Keeps the best `limit` of each list, in no particular order ([`Scored::ordered`] sorts them).
 fn finish(out: &mut Scored, limit: usize) {
-    let order = |a: &(f32, u64), b: &(f32, u64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
     for list in [&mut out.eligible, &mut out.excluded] {
         if list.len() > limit {
-            list.select_nth_unstable_by(limit - 1, order);
+            list.select_nth_unstable_by(limit - 1, best_first);
             list.truncate(limit);
         }
-        list.sort_by(order);
     }
+}
+
+/// Higher score first, then lower id.
+pub(crate) fn best_first(a: &(f32, u64), b: &(f32, u64)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
 /// `out[r] = query . matrix[r]` for every row of `matrix` (rows of `query.len()`), on 256-bit
@@ -321,43 +333,120 @@ pub(crate) fn inner_products(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) 
         // `inner_products_fma` is compiled with.
         return unsafe { inner_products_fma(query, matrix, out) };
     }
-    inner_products_with(query, matrix, out, |a, b, c| a * b + c)
+    inner_products_plain(query, matrix, out)
 }
 
+/// [`inner_products`] on 256-bit registers: four independent accumulators of eight lanes per row
+/// (so that the multiply-adds of a row do not wait on each other), summed as a tree.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx,fma")]
 fn inner_products_fma(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) {
-    inner_products_with(query, matrix, out, f32::mul_add)
+    use std::arch::x86_64::{
+        __m256, _mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps,
+        _mm256_add_ps, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps,
+        _mm256_loadu_ps, _mm256_setzero_ps,
+    };
+    const STEP: usize = 32;
+    let dim = query.len();
+    let split = dim - dim % STEP;
+    let load = |values: &[f32], at: usize| -> __m256 {
+        let lanes: &[f32; 8] = values[at..at + 8].try_into().unwrap_or(&[0.0; 8]);
+        #[allow(unsafe_code)]
+        // SAFETY: `lanes` is eight readable f32s; the load has no alignment requirement.
+        unsafe {
+            _mm256_loadu_ps(lanes.as_ptr())
+        }
+    };
+    for row in matrix.chunks_exact(dim) {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut at = 0;
+        while at < split {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                let offset = at + 8 * k;
+                *acc = _mm256_fmadd_ps(load(query, offset), load(row, offset), *acc);
+            }
+            at += STEP;
+        }
+        let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps::<1>(sum));
+        let quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+        let total = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_shuffle_ps::<1>(quarter, quarter)));
+        let rest: f32 = query[split..]
+            .iter()
+            .zip(&row[split..])
+            .map(|(a, b)| a * b)
+            .sum();
+        out.push(total + rest);
+    }
 }
 
-/// Dot products in eight independent lanes (so that they compile to vector instructions), with
-/// `mad(a, b, c) = a * b + c`.
-#[inline(always)]
-fn inner_products_with(
-    query: &[f32],
-    matrix: &[f32],
-    out: &mut Vec<f32>,
-    mad: impl Fn(f32, f32, f32) -> f32 + Copy,
-) {
+/// The portable [`inner_products`]: eight independent lanes per row.
+fn inner_products_plain(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) {
     const LANES: usize = 8;
     let dim = query.len();
     let split = dim - dim % LANES;
-    let (head, tail) = query.split_at(split);
     for row in matrix.chunks_exact(dim) {
-        let (row_head, row_tail) = row.split_at(split);
         let mut acc = [0.0f32; LANES];
-        for (q, r) in head.chunks_exact(LANES).zip(row_head.chunks_exact(LANES)) {
-            let q: &[f32; LANES] = q.try_into().unwrap_or(&[0.0; LANES]);
-            let r: &[f32; LANES] = r.try_into().unwrap_or(&[0.0; LANES]);
+        for (q, r) in query[..split]
+            .chunks_exact(LANES)
+            .zip(row[..split].chunks_exact(LANES))
+        {
             for l in 0..LANES {
-                acc[l] = mad(q[l], r[l], acc[l]);
+                acc[l] += q[l] * r[l];
             }
         }
-        let rest: f32 = tail.iter().zip(row_tail).map(|(a, b)| a * b).sum();
+        let rest: f32 = query[split..]
+            .iter()
+            .zip(&row[split..])
+            .map(|(a, b)| a * b)
+            .sum();
         out.push(acc.iter().sum::<f32>() + rest);
     }
 }
 
 fn corrupt(what: &str) -> IndexError {
     IndexError::Corrupt(format!("tool index: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Exact-enough reference: f64 sums.
+    fn reference(query: &[f32], matrix: &[f32]) -> Vec<f32> {
+        matrix
+            .chunks_exact(query.len())
+            .map(|row| {
+                row.iter()
+                    .zip(query)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum::<f64>() as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn inner_products_agree_with_a_reference_for_any_dimension() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for dim in [1, 5, 8, 31, 32, 33, 100, 384] {
+            let query: Vec<f32> = (0..dim).map(|_| next()).collect();
+            let matrix: Vec<f32> = (0..dim * 7).map(|_| next()).collect();
+            let expected = reference(&query, &matrix);
+            let mut fast = Vec::new();
+            inner_products(&query, &matrix, &mut fast);
+            let mut plain = Vec::new();
+            inner_products_plain(&query, &matrix, &mut plain);
+            assert_eq!(fast.len(), 7);
+            for ((f, p), e) in fast.iter().zip(&plain).zip(&expected) {
+                assert!((f - e).abs() <= 1e-5 * dim as f32, "dim {dim}: {f} vs {e}");
+                assert!((p - e).abs() <= 1e-5 * dim as f32, "dim {dim}: {p} vs {e}");
+            }
+        }
+    }
 }

@@ -296,11 +296,22 @@ fn inline_search_ranks_like_a_catalog_search() {
                     })
                     .unwrap();
                 assert!(catalog_answer.failures.is_empty(), "{what}");
-                assert_eq!(
-                    catalog_answer.generations,
-                    [("acme".to_string(), generation)].into_iter().collect(),
-                    "{what}"
-                );
+                // The generation of the index that gave the hits (none without a hit).
+                let hits = [
+                    &catalog_answer.lexical,
+                    &catalog_answer.dense,
+                    &catalog_answer.excluded_lexical,
+                    &catalog_answer.excluded_dense,
+                ]
+                .iter()
+                .map(|list| list.len())
+                .sum::<usize>();
+                let expected_generations: std::collections::BTreeMap<String, u64> = if hits > 0 {
+                    [("acme".to_string(), generation)].into_iter().collect()
+                } else {
+                    Default::default()
+                };
+                assert_eq!(catalog_answer.generations, expected_generations, "{what}");
                 assert!(inline_answer.generations.is_empty(), "{what}");
                 let mut expected = strip_timings(catalog_answer);
                 expected.generations.clear();
@@ -415,7 +426,7 @@ fn inline_index_checks_its_tools() {
 }
 
 #[test]
-fn searches_report_the_generation_of_each_index() {
+fn searches_report_the_generation_of_each_index_with_a_hit() {
     let dir = tempfile::tempdir().unwrap();
     let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
     let acme = indexes.get_or_create(PROJECT, "acme").unwrap();
@@ -449,18 +460,16 @@ fn searches_report_the_generation_of_each_index() {
         lexical: true,
         stats: None,
     });
+    // The indexes that gave a hit, at the generation they were searched at; the empty one gave
+    // none.
     assert_eq!(
         response.generations,
-        [
-            ("acme".to_string(), 3),
-            ("empty".to_string(), 0),
-            ("other".to_string(), 1)
-        ]
-        .into_iter()
-        .collect()
+        [("acme".to_string(), 3), ("other".to_string(), 1)]
+            .into_iter()
+            .collect()
     );
     assert_eq!(acme.generation(), 3);
-    // The lexical retriever alone, and neither, still report what was searched.
+    // Neither retriever: no hit, no generation.
     let response = indexes.search(&ShardSearchRequest {
         project_id: PROJECT.into(),
         integrations: vec!["other".into()],
@@ -472,10 +481,7 @@ fn searches_report_the_generation_of_each_index() {
         lexical: false,
         stats: None,
     });
-    assert_eq!(
-        response.generations,
-        [("other".to_string(), 1)].into_iter().collect()
-    );
+    assert!(response.generations.is_empty());
 }
 
 #[test]
@@ -513,5 +519,25 @@ fn many_indexes_searched_in_parallel_report_their_generations() {
         .enumerate()
         .map(|(i, integration)| (integration.clone(), (i % 2) as u64 + 1))
         .collect();
-    assert_eq!(response.generations, expected);
+    // Exactly the indexes that gave a hit report a generation, each its own (whichever part of
+    // the split searched it).
+    let hit: std::collections::BTreeSet<&str> = response
+        .lexical
+        .iter()
+        .chain(&response.dense)
+        .map(|h| h.integration.as_str())
+        .collect();
+    let reported: std::collections::BTreeSet<&str> =
+        response.generations.keys().map(String::as_str).collect();
+    assert_eq!(reported, hit);
+    for (integration, generation) in &response.generations {
+        assert_eq!(*generation, expected[integration], "{integration}");
+    }
+    let first_half = |i: &&str| i < &"int16";
+    assert!(
+        reported.iter().any(first_half) && !reported.iter().all(first_half),
+        "{reported:?}"
+    );
+    assert!(response.generations.values().any(|g| *g == 1));
+    assert!(response.generations.values().any(|g| *g == 2));
 }
