@@ -87,6 +87,12 @@ struct Args {
     /// Also write the figures as one JSON object to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Write the synthetic catalog (`tools.jsonl`) and the query pool (`queries.jsonl`) of the tools
+    /// scenario to this directory and exit without connecting: what a peer indexes and asks, the
+    /// same documents and queries as a run with the same `--seed`, `--tools`, `--integrations`
+    /// and `--query-pool`.
+    #[arg(long)]
+    export: Option<std::path::PathBuf>,
     /// tools (tool search over a synthetic catalog) or context (context search over synthetic
     /// synced content).
     #[arg(long, default_value = "tools")]
@@ -117,6 +123,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(dir) = &args.export {
+        return export(&args, dir);
+    }
     let url = format!("http://{}", args.server);
     let channel = Endpoint::from_shared(url.clone())?
         .tcp_nodelay(true)
@@ -138,8 +147,9 @@ async fn main() -> anyhow::Result<()> {
         "durationSecs": args.duration, "queryPool": args.query_pool, "topK": args.top_k,
     });
 
+    // Generated whether ingested or not, so the query pool below is the same either way.
+    let tools = generator.tools(&mut rng, args.tools);
     if !args.skip_ingest {
-        let tools = generator.tools(&mut rng, args.tools);
         let (written, unchanged, secs) = ingest(&args, channel.clone(), tools).await?;
         let rate = written as f64 / secs;
         println!(
@@ -181,6 +191,56 @@ async fn main() -> anyhow::Result<()> {
     let make: QueryGenerator = Arc::new(move |rng| generator.query(rng));
     let result = run(&args, channel, make, queries, call).await?;
     report_search(&args, &result, &mut report)
+}
+
+/// The tools scenario's catalog and query pool as JSON lines (see `--export`).
+fn export(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let generator = catalog::Generator::new(&mut rng, args.integrations);
+    let tools = generator.tools(&mut rng, args.tools);
+    let queries: Vec<String> = (0..args.query_pool)
+        .map(|_| generator.query(&mut rng))
+        .collect();
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, lines: Vec<serde_json::Value>| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for line in lines {
+            serde_json::to_writer(&mut out, &line)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        Ok(())
+    };
+    let tool_lines = tools
+        .iter()
+        .map(|t| {
+            let parameters: serde_json::Value = serde_json::from_str(&t.parameters_json)?;
+            Ok(serde_json::json!({
+                "name": t.name, "integration": t.integration, "category": t.category,
+                "sideEffect": t.side_effect, "description": t.description, "parameters": parameters,
+            }))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    write("tools.jsonl", tool_lines)?;
+    write(
+        "queries.jsonl",
+        queries
+            .iter()
+            .map(|q| serde_json::json!({ "query": q }))
+            .collect(),
+    )?;
+    println!(
+        "exported {} tools over {} integrations and {} queries to {}",
+        tools.len(),
+        args.integrations,
+        queries.len(),
+        dir.display()
+    );
+    Ok(())
 }
 
 fn report_search(

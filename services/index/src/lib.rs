@@ -37,8 +37,9 @@ pub use lexical::{LexicalQuery, ScoreBuffers};
 pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
 pub use tool_index::{IndexAnswer, IntegrationIndex, Scored, ToolFilter, ToolQuery, ToolSource};
 
-/// A project's tool indexes by integration.
-type ProjectIndexes = HashMap<String, Arc<IntegrationIndex>>;
+/// A project's tool indexes by integration (a search looks up every integration of its scope:
+/// a fast keyed hash, seeded per process).
+type ProjectIndexes = HashMap<String, Arc<IntegrationIndex>, foldhash::fast::RandomState>;
 
 /// Every tool index of a shard, by project then integration (so that a search looks its scope up
 /// by name, without building keys).
@@ -53,7 +54,7 @@ impl ToolIndexes {
     pub fn open(root: &Path, lexical: LexicalConfig) -> Result<Self> {
         let tools_dir = root.join("tools");
         fs::create_dir_all(&tools_dir)?;
-        let mut indexes = HashMap::new();
+        let mut indexes: HashMap<String, ProjectIndexes> = HashMap::new();
         for project in fs::read_dir(&tools_dir)? {
             let project = project?;
             if !project.file_type()?.is_dir() {
@@ -69,7 +70,7 @@ impl ToolIndexes {
                 let index = IntegrationIndex::open(&integration.path(), &name)?;
                 indexes
                     .entry(project_id.clone())
-                    .or_insert_with(ProjectIndexes::new)
+                    .or_default()
                     .insert(name, Arc::new(index));
             }
         }
@@ -128,7 +129,10 @@ impl ToolIndexes {
         let Some(project) = indexes.get(project) else {
             return Vec::new();
         };
-        let mut seen = HashSet::with_capacity(integrations.len());
+        let mut seen = HashSet::with_capacity_and_hasher(
+            integrations.len(),
+            foldhash::fast::RandomState::default(),
+        );
         integrations
             .iter()
             .filter(|i| seen.insert(i.as_str()))

@@ -50,7 +50,9 @@ pub(crate) struct Slice {
     dim: usize,
     /// `ids.len() x dim`, row-major.
     vectors: Vec<f32>,
-    terms: HashMap<String, TermEntry>,
+    /// A query looks each of its terms up in every index of its scope: a fast keyed hash (seeded
+    /// per process) rather than SipHash.
+    terms: HashMap<String, TermEntry, foldhash::fast::RandomState>,
     /// Documents counted by the statistics (tantivy's `max_doc`, summed over segments).
     total_docs: u64,
     /// Tokens per field, in field order.
