@@ -26,14 +26,16 @@ shards=1
 duration=20
 out_dir=""
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || die "$1 needs a value"
   case "$1" in
-    --tools) tools="$2"; shift 2 ;;
-    --integrations) integrations="$2"; shift 2 ;;
-    --shards) shards="$2"; shift 2 ;;
-    --duration) duration="$2"; shift 2 ;;
-    --out-dir) out_dir="$2"; shift 2 ;;
+    --tools) tools="$2" ;;
+    --integrations) integrations="$2" ;;
+    --shards) shards="$2" ;;
+    --duration) duration="$2" ;;
+    --out-dir) out_dir="$2" ;;
     *) die "unknown argument: $1" ;;
   esac
+  shift 2
 done
 for n in "$tools" "$integrations" "$shards" "$duration"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "counts and seconds must be positive integers, got $n"

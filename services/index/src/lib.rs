@@ -329,14 +329,18 @@ fn search_sources<S: ToolSource>(
         .map(|(_, record, _)| (**record).clone())
         .collect();
     // Generations of the indexes that gave a hit (what the answer's hits were ranked from).
-    let generations = [&lexical, &excluded_lexical, &dense, &excluded_dense]
+    let mut generations = std::collections::BTreeMap::new();
+    for (_, _, source) in [&lexical, &excluded_lexical, &dense, &excluded_dense]
         .into_iter()
         .flatten()
-        .filter_map(|(_, _, source)| {
-            let generation = *searched_at.get(*source)?;
-            Some((sources[*source].integration().to_string(), generation))
-        })
-        .collect();
+    {
+        let integration = sources[*source].integration();
+        if let Some(&generation) = searched_at.get(*source)
+            && !generations.contains_key(integration)
+        {
+            generations.insert(integration.to_string(), generation);
+        }
+    }
     let strip =
         |v: Vec<(Hit, Arc<ToolRecord>, usize)>| v.into_iter().map(|(h, ..)| h).collect::<Vec<_>>();
     ShardSearchResponse {
