@@ -214,6 +214,7 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
         rerank: None,
         diagnostics: args.diagnostics,
         mode: args.mode.clone(),
+        query_embedding: None,
     };
     let response = client
         .search_tools(args.connection.request(request)?)

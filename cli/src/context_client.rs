@@ -154,6 +154,7 @@ async fn search(args: ContextSearchArgs) -> anyhow::Result<()> {
         identities,
         mode: args.mode.clone(),
         diagnostics: args.diagnostics,
+        query_embedding: None,
     };
     let response = client
         .search(args.connection.request(request)?)

@@ -49,13 +49,20 @@ pub struct EvalArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Write every query's top 50 per mode, with each retriever's rank and score (the
-    /// diagnostics `explain`), as JSON lines to this file, for offline analysis of fusion. Latency
-    /// figures then include the larger responses.
+    /// diagnostics `explain`; for passages, each record's relevancy in a single-retriever mode),
+    /// as JSON lines to this file, for offline analysis of fusion. Latency figures then include
+    /// the larger responses.
     #[arg(long)]
     pub dump: Option<PathBuf>,
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Weaken one retriever reproducibly: `lexical=LEVEL` replaces each query word with a random
+    /// corpus word with probability LEVEL; `dense=LEVEL` rotates the query vector LEVEL x 90
+    /// degrees towards a random direction. The other retriever sees the query unchanged (the
+    /// query vector is computed here and sent as `queryEmbedding`).
+    #[arg(long)]
+    pub degrade: Option<agentsearch_eval::degrade::Degrade>,
     /// Load into and search this project (a UUID) instead of a fresh one. With `--server`, a
     /// second run finds the corpus already ingested (unchanged documents are skipped without
     /// embedding), so ranking settings can be compared by restarting only the server.
@@ -70,10 +77,6 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         args.kind == "tools" || args.kind == "passages",
         "--kind {}: expected tools or passages",
         args.kind
-    );
-    anyhow::ensure!(
-        args.kind == "tools" || args.dump.is_none(),
-        "--dump is available with --kind tools only"
     );
     for mode in &args.modes {
         anyhow::ensure!(
@@ -107,13 +110,24 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         }
     );
 
+    let embedder = if args.embedded || args.degrade.is_some() {
+        Some(crate::node::load_embedder(&config)?)
+    } else {
+        None
+    };
+    let inputs = match (args.degrade, &embedder) {
+        (Some(degrade), Some(embedder)) => {
+            degraded_inputs(degrade, &dataset, &queries, embedder.clone()).await?
+        }
+        _ => queries.iter().map(|q| QueryInput::plain(q)).collect(),
+    };
+
     let _server_dir;
     let _server;
-    let addr = if args.embedded {
+    let addr = if let (true, Some(embedder)) = (args.embedded, embedder) {
         let dir = tempfile::tempdir().context("temporary data dir")?;
         let mut config = config;
         config.data_dir = dir.path().to_path_buf();
-        let embedder = crate::node::load_embedder(&config)?;
         let router = crate::node::embedded_router(&config, embedder).await?;
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -168,29 +182,40 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     };
     let mut results: Vec<(String, Summary, ModeStats)> = Vec::new();
     for mode in &args.modes {
-        if passages {
-            let (summary, stats) =
-                run_mode_passages(&args, channel.clone(), &project, mode, &queries, &dataset)
-                    .await?;
-            results.push((mode.clone(), summary, stats));
-            continue;
-        }
-        let (summary, stats) = run_mode(
-            &args,
-            channel.clone(),
-            &project,
-            mode,
-            &queries,
-            &dataset,
-            &doc_of,
-            dump.as_mut(),
-        )
-        .await?;
+        let (summary, stats) = if passages {
+            run_mode_passages(
+                &args,
+                channel.clone(),
+                &project,
+                mode,
+                &queries,
+                &inputs,
+                &dataset,
+                dump.as_mut(),
+            )
+            .await?
+        } else {
+            run_mode(
+                &args,
+                channel.clone(),
+                &project,
+                mode,
+                &queries,
+                &inputs,
+                &dataset,
+                &doc_of,
+                dump.as_mut(),
+            )
+            .await?
+        };
         results.push((mode.clone(), summary, stats));
     }
     if let Some(mut out) = dump {
         use std::io::Write;
         out.flush()?;
+    }
+    if let Some(degrade) = args.degrade {
+        eprintln!("degraded: {degrade}");
     }
     print!("{}", table(&dataset, queries.len(), &results));
     if let Some(path) = &args.out {
@@ -207,7 +232,8 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
                 )
             })
             .collect();
-        let report = json!({"dataset": dataset.name, "split": args.split, "queries": queries.len(), "modes": modes});
+        let degrade = args.degrade.map(|d| d.to_string());
+        let report = json!({"dataset": dataset.name, "split": args.split, "queries": queries.len(), "degrade": degrade, "modes": modes});
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -216,6 +242,93 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(5), handle).await;
     }
     Ok(())
+}
+
+/// What one query sends: its text (cut to the API's 1024 characters; the query id when empty)
+/// and, when a retriever is degraded, the query embedding computed here.
+struct QueryInput {
+    text: String,
+    embedding: Option<pb::QueryEmbedding>,
+}
+
+impl QueryInput {
+    fn plain(q: &agentsearch_eval::beir::Query) -> Self {
+        Self {
+            text: request_text(q),
+            embedding: None,
+        }
+    }
+
+    /// The embedding to send in `mode` (the lexical mode needs none).
+    fn embedding(&self, mode: &str) -> Option<pb::QueryEmbedding> {
+        (mode != "lexical")
+            .then(|| self.embedding.clone())
+            .flatten()
+    }
+}
+
+fn request_text(q: &agentsearch_eval::beir::Query) -> String {
+    let text: String = q.text.chars().take(1024).collect();
+    if text.trim().is_empty() {
+        q.id.clone()
+    } else {
+        text
+    }
+}
+
+/// Every query's inputs with `degrade` applied: the lexical retriever's text, and the dense
+/// retriever's vector (the original text embedded here, then weakened when dense is degraded).
+async fn degraded_inputs(
+    degrade: agentsearch_eval::degrade::Degrade,
+    dataset: &Dataset,
+    queries: &[&agentsearch_eval::beir::Query],
+    embedder: std::sync::Arc<dyn agentsearch_embed::Embedder>,
+) -> anyhow::Result<Vec<QueryInput>> {
+    use agentsearch_eval::degrade::Vocabulary;
+    let vocabulary = Vocabulary::from_texts(
+        dataset
+            .corpus
+            .iter()
+            .flat_map(|d| [d.title.as_str(), d.text.as_str()]),
+    );
+    let texts: Vec<String> = queries.iter().map(|q| request_text(q)).collect();
+    let model = embedder.model_id().to_string();
+    let started = Instant::now();
+    let vectors = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(64) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            out.extend(embedder.embed(&refs).context("embedding the queries")?);
+        }
+        Ok(out)
+    })
+    .await??;
+    eprintln!(
+        "{} queries embedded in {:.1} s; degrading {degrade} (vocabulary of {} words)",
+        vectors.len(),
+        started.elapsed().as_secs_f64(),
+        vocabulary.len()
+    );
+    Ok(queries
+        .iter()
+        .zip(vectors)
+        .map(|(q, vector)| {
+            let original = request_text(q);
+            let text = degrade.text(&q.id, &original, &vocabulary);
+            // A query whose every word was replaced still has words; an empty one keeps its id.
+            QueryInput {
+                text: if text.trim().is_empty() {
+                    q.id.clone()
+                } else {
+                    text
+                },
+                embedding: Some(pb::QueryEmbedding {
+                    model: model.clone(),
+                    vector: degrade.vector(&q.id, &vector),
+                }),
+            }
+        })
+        .collect())
 }
 
 /// At most `max` items, evenly spaced: positions `floor(i * len / max)` for `i` in `0..max`.
@@ -354,6 +467,7 @@ async fn run_mode(
     project: &str,
     mode: &str,
     queries: &[&agentsearch_eval::beir::Query],
+    inputs: &[QueryInput],
     dataset: &Dataset,
     doc_of: &HashMap<String, String>,
     mut dump: Option<&mut std::io::BufWriter<std::fs::File>>,
@@ -365,17 +479,11 @@ async fn run_mode(
     let bar = indicatif::ProgressBar::new(queries.len() as u64);
     bar.set_message(mode.to_string());
     let started = Instant::now();
-    for q in queries {
-        // The API takes at most 1024 characters; longer queries are cut.
-        let text: String = q.text.chars().take(1024).collect();
-        let text = if text.trim().is_empty() {
-            q.id.clone()
-        } else {
-            text
-        };
+    for (q, input) in queries.iter().zip(inputs) {
         let mut request = tonic::Request::new(pb::SearchToolsRequest {
             project_id: project.to_string(),
-            query: text,
+            query: input.text.clone(),
+            query_embedding: input.embedding(mode),
             top_k: Some(if dump.is_some() { 50 } else { 10 }),
             mode: Some(mode.to_string()),
             diagnostics: dump.is_some(),
@@ -524,24 +632,22 @@ async fn run_mode_passages(
     project: &str,
     mode: &str,
     queries: &[&agentsearch_eval::beir::Query],
+    inputs: &[QueryInput],
     dataset: &Dataset,
+    mut dump: Option<&mut std::io::BufWriter<std::fs::File>>,
 ) -> anyhow::Result<(Summary, ModeStats)> {
+    use std::io::Write;
     let mut client = ContextSearchClient::new(channel).max_decoding_message_size(64 << 20);
     let mut rankings: Vec<Vec<String>> = Vec::with_capacity(queries.len());
     let mut latencies: Vec<f64> = Vec::with_capacity(queries.len());
     let bar = indicatif::ProgressBar::new(queries.len() as u64);
     let started = Instant::now();
-    for q in queries {
-        let text: String = q.text.chars().take(1024).collect();
-        let text = if text.trim().is_empty() {
-            q.id.clone()
-        } else {
-            text
-        };
+    for (q, input) in queries.iter().zip(inputs) {
         let mut request = tonic::Request::new(pb::ContextSearchRequest {
             project_id: project.to_string(),
-            query: text,
-            top_k: Some(10),
+            query: input.text.clone(),
+            query_embedding: input.embedding(mode),
+            top_k: Some(if dump.is_some() { 50 } else { 10 }),
             segments_per_record: Some(1),
             mode: Some(mode.to_string()),
             ..Default::default()
@@ -554,17 +660,36 @@ async fn run_mode_passages(
             .map_err(crate::client::call_error)?
             .into_inner();
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
-        rankings.push(
-            response
-                .results
+        let ranking: Vec<String> = response
+            .results
+            .iter()
+            .map(|r| {
+                r.id.strip_prefix(&format!("{}.", r.sync_id))
+                    .unwrap_or(&r.id)
+                    .to_string()
+            })
+            .collect();
+        if let Some(out) = dump.as_mut() {
+            // With one retriever, a record's relevancy is an affine function of its best
+            // passage's score in this query, which is all that standardised fusion sees.
+            let hits: Vec<_> = ranking
                 .iter()
-                .map(|r| {
-                    r.id.strip_prefix(&format!("{}.", r.sync_id))
-                        .unwrap_or(&r.id)
-                        .to_string()
+                .zip(&response.results)
+                .enumerate()
+                .map(|(i, (doc, r))| {
+                    let mut hit = serde_json::Map::new();
+                    hit.insert("doc".into(), json!(doc));
+                    hit.insert(mode.to_string(), json!([i + 1, r.relevancy]));
+                    serde_json::Value::Object(hit)
                 })
-                .collect(),
-        );
+                .collect();
+            writeln!(
+                out,
+                "{}",
+                json!({"query": q.id, "mode": mode, "hits": hits})
+            )?;
+        }
+        rankings.push(ranking.into_iter().take(10).collect());
         bar.inc(1);
     }
     let secs = started.elapsed().as_secs_f64();

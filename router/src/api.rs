@@ -15,6 +15,100 @@ pub const MAX_QUERY_CHARS: usize = 1024;
 pub const MAX_TOP_K: u32 = 50;
 pub const MAX_TOOL_TOKENS: u32 = 100_000;
 pub const MAX_FILTER_ITEMS: usize = 500;
+/// Values a `queryEmbedding.vector` may have (far above any embedding model's dimension).
+pub const MAX_QUERY_VECTOR_VALUES: usize = 4096;
+
+/// A query embedding the caller computed with the deployment's model, as sent: used by the dense
+/// retriever instead of embedding `query` (which the lexical retriever still searches).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueryEmbedding {
+    pub model: Option<String>,
+    pub vector: Option<Vec<f64>>,
+}
+
+/// A checked query embedding: finite values, not all zero, scaled to unit length. Its model and
+/// dimension are checked against the deployment's by the router.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryEmbedding {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+/// Checks a `queryEmbedding` (`field` names it in violations) and scales it to unit length.
+pub(crate) fn query_embedding(
+    v: &mut Vec<FieldViolation>,
+    field: &str,
+    raw: Option<RawQueryEmbedding>,
+) -> Option<QueryEmbedding> {
+    let raw = raw?;
+    let model = match raw.model {
+        Some(m) if !m.trim().is_empty() => Some(m),
+        _ => {
+            v.push(FieldViolation::new(
+                format!("{field}.model"),
+                "is required: the model that computed the vector",
+            ));
+            None
+        }
+    };
+    let vector = match raw.vector {
+        None => {
+            v.push(FieldViolation::new(
+                format!("{field}.vector"),
+                "is required",
+            ));
+            None
+        }
+        Some(values) if values.is_empty() || values.len() > MAX_QUERY_VECTOR_VALUES => {
+            v.push(FieldViolation::new(
+                format!("{field}.vector"),
+                format!(
+                    "must have 1 to {MAX_QUERY_VECTOR_VALUES} values, got {}",
+                    values.len()
+                ),
+            ));
+            None
+        }
+        Some(values) => {
+            let vector: Vec<f32> = values.iter().map(|&x| x as f32).collect();
+            match vector.iter().position(|x| !x.is_finite()) {
+                Some(i) => {
+                    v.push(FieldViolation::new(
+                        format!("{field}.vector[{i}]"),
+                        "must be a finite number",
+                    ));
+                    None
+                }
+                None => {
+                    let norm = vector
+                        .iter()
+                        .map(|&x| f64::from(x) * f64::from(x))
+                        .sum::<f64>()
+                        .sqrt();
+                    if norm > 1e-12 && norm.is_finite() {
+                        Some(
+                            vector
+                                .iter()
+                                .map(|&x| (f64::from(x) / norm) as f32)
+                                .collect(),
+                        )
+                    } else {
+                        v.push(FieldViolation::new(
+                            format!("{field}.vector"),
+                            "must not be all zeros",
+                        ));
+                        None
+                    }
+                }
+            }
+        }
+    };
+    Some(QueryEmbedding {
+        model: model?,
+        vector: vector?,
+    })
+}
 
 /// Request fields as received, before validation; `None` = absent.
 #[derive(Debug, Default)]
@@ -29,6 +123,7 @@ pub struct RawSearch {
     pub rerank: Option<bool>,
     pub mode: Option<String>,
     pub diagnostics: bool,
+    pub query_embedding: Option<RawQueryEmbedding>,
 }
 
 /// A validated tool search.
@@ -46,6 +141,8 @@ pub struct ToolSearchRequest {
     pub rerank: bool,
     pub diagnostics: bool,
     pub mode: RetrievalMode,
+    /// The caller's query embedding, if sent.
+    pub query_embedding: Option<QueryEmbedding>,
 }
 
 impl RawSearch {
@@ -98,6 +195,7 @@ impl RawSearch {
             }
         };
         let mode = retrieval_mode(&mut v, self.mode.as_deref());
+        let query_embedding = query_embedding(&mut v, "queryEmbedding", self.query_embedding);
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
@@ -113,6 +211,7 @@ impl RawSearch {
             rerank: self.rerank.unwrap_or(true),
             diagnostics: self.diagnostics,
             mode,
+            query_embedding,
         })
     }
 }

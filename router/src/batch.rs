@@ -709,6 +709,7 @@ impl Router {
                 mode: req.mode,
                 diagnostics: req.diagnostics,
                 inline: &inline,
+                vector: None,
             };
             let mut query_trace = TraceRecorder::new(Instant::now(), req.diagnostics);
             async move {

@@ -395,6 +395,7 @@ impl Router {
         let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
         let mut trace = TraceRecorder::new(started, req.diagnostics);
         let settings = self.settings.context;
+        let given = self.given_vector(req.query_embedding.as_ref())?;
 
         // Scope: the project's syncs, narrowed by sources and syncIds.
         let all = self.store.list_syncs(&req.project_id).await?;
@@ -423,6 +424,9 @@ impl Router {
             if !req.mode.dense() || scopes.is_empty() {
                 return None;
             }
+            if let Some(vector) = &given {
+                return Some((Ok((vector.clone(), false)), Duration::ZERO));
+            }
             let t = Instant::now();
             let embedded = self
                 .embed_query(&req.query)
@@ -450,7 +454,11 @@ impl Router {
         let vector = match embedded {
             None => None,
             Some((Ok((vector, cached)), took)) => {
-                trace.push(crate::search::embed_label(cached), took);
+                let label = match given {
+                    Some(_) => "embed_given",
+                    None => crate::search::embed_label(cached),
+                };
+                trace.push(label, took);
                 Some(vector)
             }
             Some((Err(err), took)) => {
@@ -658,8 +666,7 @@ impl Router {
         };
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
         let (fused, floor) = fuse_keyed(
-            self.settings.search.fusion,
-            self.settings.search.rrf_k,
+            &self.settings.search,
             [settings.lexical_weight, settings.dense_weight],
             &as_refs(&lexical_keys),
             &as_refs(&dense_keys),
@@ -710,8 +717,7 @@ impl Router {
         };
         let (lexical_records, dense_records) = (best_per_record(&lexical), best_per_record(&dense));
         let (record_fused, record_floor) = fuse_keyed(
-            self.settings.search.fusion,
-            self.settings.search.rrf_k,
+            &self.settings.search,
             [settings.lexical_weight, settings.dense_weight],
             &as_refs(&lexical_records),
             &as_refs(&dense_records),

@@ -275,6 +275,8 @@ pub struct RawContextSearch {
     pub mode: Option<String>,
     #[serde(skip)]
     pub diagnostics: bool,
+    /// The caller's query embedding (see the tool search's).
+    pub query_embedding: Option<crate::api::RawQueryEmbedding>,
 }
 
 /// A validated context search.
@@ -292,6 +294,7 @@ pub struct ContextSearch {
     pub identity: Vec<IdentityEntry>,
     pub mode: RetrievalMode,
     pub diagnostics: bool,
+    pub query_embedding: Option<crate::api::QueryEmbedding>,
 }
 
 impl RawContextSearch {
@@ -332,6 +335,8 @@ impl RawContextSearch {
         .unwrap_or(1);
         let identity = identities(&mut v, self.identity, self.email);
         let mode = crate::api::retrieval_mode(&mut v, self.mode.as_deref());
+        let query_embedding =
+            crate::api::query_embedding(&mut v, "queryEmbedding", self.query_embedding);
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
@@ -346,6 +351,7 @@ impl RawContextSearch {
             identity,
             mode,
             diagnostics: self.diagnostics,
+            query_embedding,
         })
     }
 }

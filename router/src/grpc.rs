@@ -135,6 +135,14 @@ impl Begun {
     }
 }
 
+/// A `query_embedding` as sent over gRPC (the API layer checks it as for JSON).
+pub(crate) fn raw_query_embedding(e: pb::QueryEmbedding) -> crate::api::RawQueryEmbedding {
+    crate::api::RawQueryEmbedding {
+        model: Some(e.model),
+        vector: Some(e.vector.into_iter().map(f64::from).collect()),
+    }
+}
+
 #[tonic::async_trait]
 impl ToolSearch for PublicGrpc {
     async fn search_tools(
@@ -157,6 +165,7 @@ impl ToolSearch for PublicGrpc {
             rerank: r.rerank,
             mode: r.mode,
             diagnostics: r.diagnostics,
+            query_embedding: r.query_embedding.map(raw_query_embedding),
         };
         let validated = raw.validate(project_id).map_err(fail)?;
         let response = self

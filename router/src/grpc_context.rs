@@ -180,6 +180,7 @@ impl ContextSearch for PublicGrpc {
             email: None,
             mode: r.mode,
             diagnostics: r.diagnostics,
+            query_embedding: r.query_embedding.map(crate::grpc::raw_query_embedding),
         };
         let mut validated = raw.validate(project_id).map_err(fail)?;
         bind_identity(&mut validated.identity, ctx.user.as_deref()).map_err(fail)?;

@@ -12,7 +12,7 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::api::{Int, RawSearch};
+use crate::api::{Int, RawQueryEmbedding, RawSearch};
 use crate::json::{MAX_ECHOED_NAME, suggestion};
 
 /// Body limit of a search or read (tool search, context search, segments:read, sync creation).
@@ -102,6 +102,7 @@ const SEARCH_FIELDS: &[&str] = &[
     "connectedOnly",
     "rerank",
     "mode",
+    "queryEmbedding",
 ];
 
 /// Refuses the keys of `object` not in `known`, each named (at most [`MAX_ECHOED_NAME`]
@@ -141,6 +142,7 @@ pub(crate) fn parse_search(body: &[u8]) -> Result<RawSearch, Error> {
     let connected_only = take("connectedOnly");
     let rerank = take("rerank");
     let mode = take("mode");
+    let embedding = take("queryEmbedding");
     let v = &mut violations;
     raw.query = typed(v, "query", query, "a string", string);
     raw.top_k = typed(v, "topK", top_k, "an integer", integer);
@@ -163,11 +165,60 @@ pub(crate) fn parse_search(body: &[u8]) -> Result<RawSearch, Error> {
     );
     raw.rerank = typed(v, "rerank", rerank, "a boolean", Value::as_bool);
     raw.mode = typed(v, "mode", mode, "a string", string);
+    raw.query_embedding = embedding.and_then(|e| raw_query_embedding(v, "queryEmbedding", e));
     if violations.is_empty() {
         Ok(raw)
     } else {
         Err(Error::invalid_many(violations))
     }
+}
+
+/// A `queryEmbedding` object as sent: `model` (a string) and `vector` (an array of numbers).
+pub(crate) fn raw_query_embedding(
+    violations: &mut Vec<FieldViolation>,
+    field: &str,
+    value: Value,
+) -> Option<RawQueryEmbedding> {
+    let Value::Object(mut object) = value else {
+        violations.push(FieldViolation::new(
+            field,
+            format!(
+                "must be an object with `model` and `vector`, got {}",
+                kind(&value)
+            ),
+        ));
+        return None;
+    };
+    let before = violations.len();
+    for key in object.keys() {
+        if key != "model" && key != "vector" {
+            let issue = match suggestion(key, &["model", "vector"]) {
+                Some(name) => format!("unknown property; did you mean `{name}`?"),
+                None => "unknown property".to_string(),
+            };
+            violations.push(FieldViolation::new(
+                format!("{field}.{}", truncate(key, MAX_ECHOED_NAME)),
+                issue,
+            ));
+        }
+    }
+    let model = object.remove("model").filter(|v| !v.is_null());
+    let vector = object.remove("vector").filter(|v| !v.is_null());
+    let model = typed(
+        violations,
+        &format!("{field}.model"),
+        model,
+        "a string",
+        string,
+    );
+    let vector = typed(
+        violations,
+        &format!("{field}.vector"),
+        vector,
+        "an array of numbers",
+        |v| v.as_array()?.iter().map(Value::as_f64).collect(),
+    );
+    (violations.len() == before).then_some(RawQueryEmbedding { model, vector })
 }
 
 fn typed<T>(

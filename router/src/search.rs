@@ -17,8 +17,8 @@ use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
-    BudgetScope, FusedItem, MultiPacking, Packing, RankedList, ScoredList, merge_ranked,
-    pack_queries, reciprocal_rank_fusion, score_fusion,
+    AdaptiveParams, BudgetScope, FusedItem, MultiPacking, Packing, RankedList, ScoredList,
+    adaptive_weights, merge_ranked, pack_queries, reciprocal_rank_fusion, score_fusion,
 };
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
@@ -124,6 +124,8 @@ pub(crate) struct RankQuery<'a> {
     pub diagnostics: bool,
     /// Inline tools ranked with the catalog (batch only); never persisted.
     pub inline: &'a [IndexedTool],
+    /// The caller's query embedding, checked: used instead of embedding `query`.
+    pub vector: Option<Arc<Vec<f32>>>,
 }
 
 /// One candidate of a ranking, after every filter.
@@ -191,6 +193,7 @@ impl Router {
             req.max_tool_tokens.map(u64::from),
             self.settings.search.default_top_k,
         );
+        let vector = self.given_vector(req.query_embedding.as_ref())?;
         let query = RankQuery {
             project_id: &req.project_id,
             query: &req.query,
@@ -202,6 +205,7 @@ impl Router {
             mode: req.mode,
             diagnostics: req.diagnostics,
             inline: &[],
+            vector,
         };
         let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
 
@@ -300,6 +304,9 @@ impl Router {
             if !q.mode.dense() || !searchable {
                 return None;
             }
+            if let Some(vector) = &q.vector {
+                return Some((Ok((vector.clone(), false)), Duration::ZERO));
+            }
             let t = Instant::now();
             let result = self
                 .embed_query(q.query)
@@ -331,7 +338,11 @@ impl Router {
         let vector = match embedded {
             None => None,
             Some((Ok((vector, cached)), took)) => {
-                trace.push(embed_label(cached), took);
+                let label = match q.vector {
+                    Some(_) => "embed_given",
+                    None => embed_label(cached),
+                };
+                trace.push(label, took);
                 Some(vector)
             }
             Some((Err(err), took)) => {
@@ -1127,6 +1138,50 @@ impl Router {
     }
 }
 
+impl Router {
+    /// The caller's query embedding, checked against the deployment's model and dimension.
+    pub(crate) fn given_vector(
+        &self,
+        given: Option<&crate::api::QueryEmbedding>,
+    ) -> Result<Option<Arc<Vec<f32>>>> {
+        let Some(given) = given else {
+            return Ok(None);
+        };
+        let model = self.embedder.inner();
+        let mut v = Vec::new();
+        let model_matches = given.model == model.model_id()
+            || given
+                .model
+                .strip_prefix("sentence-transformers/")
+                .is_some_and(|m| m == model.model_id());
+        if !model_matches {
+            v.push(agentsearch_common::FieldViolation::new(
+                "queryEmbedding.model",
+                format!(
+                    "the vector must come from this deployment's model `{}`, got `{}`",
+                    model.model_id(),
+                    agentsearch_common::ids::truncate(&given.model, 64)
+                ),
+            ));
+        }
+        if given.vector.len() != model.dim() {
+            v.push(agentsearch_common::FieldViolation::new(
+                "queryEmbedding.vector",
+                format!(
+                    "this deployment's model has {} dimensions, got {}",
+                    model.dim(),
+                    given.vector.len()
+                ),
+            ));
+        }
+        if v.is_empty() {
+            Ok(Some(Arc::new(given.vector.clone())))
+        } else {
+            Err(Error::invalid_many(v))
+        }
+    }
+}
+
 /// The trace label of a query embedding: `embed` when the model ran, `embed_cached` when the
 /// query-embedding cache answered.
 pub(crate) fn embed_label(cached: bool) -> &'static str {
@@ -1170,23 +1225,34 @@ fn fuse<'a>(
             .collect()
     };
     fuse_keyed(
-        search.fusion,
-        search.rrf_k,
+        search,
         [search.lexical_weight, search.dense_weight],
         &scored(lexical),
         &scored(dense),
     )
 }
 
-/// Fuses two ranked `(key, score)` lists, best first, with `fusion`; see [`fuse`].
+/// Fuses two ranked `(key, score)` lists, best first (BM25 and cosine similarity), with the
+/// configured fusion and base `weights`; see [`fuse`].
 pub(crate) fn fuse_keyed<'a>(
-    fusion: Fusion,
-    rrf_k: f64,
+    search: &SearchConfig,
     weights: [f64; 2],
     lexical: &[(&'a str, f64)],
     dense: &[(&'a str, f64)],
 ) -> (Vec<FusedItem<&'a str>>, f64) {
-    match fusion {
+    let weights = match search.fusion {
+        Fusion::Adaptive => {
+            let params = AdaptiveParams {
+                base: weights,
+                cosine_reference: search.cosine_reference,
+                cosine_exponent: search.cosine_exponent,
+                margin_exponent: search.margin_exponent,
+            };
+            adaptive_weights(&params, lexical, dense)
+        }
+        Fusion::Score | Fusion::Rrf => weights,
+    };
+    match search.fusion {
         Fusion::Rrf => {
             let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.0).collect();
             let dense_keys: Vec<&str> = dense.iter().map(|h| h.0).collect();
@@ -1200,9 +1266,9 @@ pub(crate) fn fuse_keyed<'a>(
                     keys: &dense_keys[..],
                 },
             ];
-            (reciprocal_rank_fusion(&lists, rrf_k), 0.0)
+            (reciprocal_rank_fusion(&lists, search.rrf_k), 0.0)
         }
-        Fusion::Score => {
+        Fusion::Score | Fusion::Adaptive => {
             let lists = [
                 ScoredList {
                     weight: weights[0],

@@ -24,6 +24,16 @@ async fn eval_report(
     modes: &[&str],
     max_queries: Option<usize>,
 ) -> serde_json::Value {
+    eval_degraded(dataset, kind, modes, max_queries, None).await
+}
+
+async fn eval_degraded(
+    dataset: std::path::PathBuf,
+    kind: &str,
+    modes: &[&str],
+    max_queries: Option<usize>,
+    degrade: Option<&str>,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("eval.json");
     let args = EvalArgs {
@@ -38,6 +48,7 @@ async fn eval_report(
         out: Some(out.clone()),
         token: None,
         project: None,
+        degrade: degrade.map(|d| d.parse().unwrap()),
     };
     let mut config = Config::default();
     config.embed.model_dir = model_dir();
@@ -85,6 +96,36 @@ async fn eval_tiny(kind: &str) {
         );
         assert!(report["modes"][mode]["qps"].as_f64().unwrap() > 0.0);
     }
+}
+
+/// `--degrade`: the queries go out with the vector computed by `eval` (`queryEmbedding`), which at
+/// level 0 ranks exactly as the service's own; a degraded retriever loses, the other one does not
+/// move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn degrading_one_retriever_leaves_the_other_alone() {
+    let dataset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny");
+    let modes = ["lexical", "dense", "hybrid"];
+    let plain = eval_degraded(dataset.clone(), "tools", &modes, None, None).await;
+    let figure =
+        |report: &serde_json::Value, mode: &str| report["modes"][mode]["ndcg@10"].as_f64().unwrap();
+    let dense_zero = eval_degraded(dataset.clone(), "tools", &modes, None, Some("dense=0")).await;
+    assert_eq!(dense_zero["degrade"], "dense=0");
+    for mode in modes {
+        assert!(
+            (figure(&plain, mode) - figure(&dense_zero, mode)).abs() < 1e-9,
+            "{mode}: {plain} vs {dense_zero}"
+        );
+    }
+    // Every query is one word: at level 1 each is replaced by a random corpus word.
+    let lexical = eval_degraded(dataset.clone(), "tools", &modes, None, Some("lexical=1")).await;
+    assert!(
+        figure(&lexical, "lexical") < figure(&plain, "lexical"),
+        "{lexical}"
+    );
+    assert!((figure(&lexical, "dense") - figure(&plain, "dense")).abs() < 1e-9);
+    let dense = eval_degraded(dataset, "tools", &modes, None, Some("dense=1")).await;
+    assert!((figure(&dense, "lexical") - figure(&plain, "lexical")).abs() < 1e-9);
+    assert_ne!(figure(&dense, "dense"), figure(&plain, "dense"), "{dense}");
 }
 
 /// The shared evaluation sets beside the checkout (`../shared/data/eval`), or

@@ -1553,6 +1553,135 @@ async fn embedding_failure_fails_open_to_lexical() {
     assert_eq!(reply.json["usage"]["degraded"], Value::Null);
 }
 
+/// A query embedding the caller computed is used by the dense retriever in place of the model
+/// (which is down here), and is checked against the deployment's model and dimension.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_query_embedding_replaces_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(FlakyEmbedder {
+        inner: embedder(),
+        broken: AtomicBool::new(false),
+    });
+    let router = assemble(
+        sqlite(dir.path()),
+        vec![open_shard(&dir.path().join("shard")) as Arc<dyn ShardApi>],
+        model.clone(),
+        0,
+        None,
+    )
+    .await;
+    load(&router, PROJECT, fixture_catalog()).await;
+    let (http, grpc) = start_router(router, Auth::default()).await;
+    let model_id = model.model_id().to_string();
+    let vector = model.embed(&["close a solved ticket"]).unwrap().remove(0);
+    model.broken.store(true, Ordering::SeqCst);
+
+    // Not unit length as sent: the service scales it.
+    let scaled: Vec<f32> = vector.iter().map(|x| x * 3.0).collect();
+    let body = json!({
+        "query": "close a solved ticket",
+        "mode": "dense",
+        "queryEmbedding": {"model": model_id, "vector": scaled},
+    });
+    let reply = call(
+        http.addr,
+        "POST",
+        &format!("{}?diagnostics=1", search_path()),
+        None,
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["usage"]["strategy"], "dense", "{}", reply.text);
+    assert_eq!(
+        tool_names(&reply.json).first().map(String::as_str),
+        Some("TICKETEER_CLOSE_TICKET")
+    );
+    let steps: Vec<&str> = reply.json["trace"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["label"].as_str())
+        .collect();
+    assert!(steps.contains(&"embed_given"), "{steps:?}");
+
+    // The lexical retriever still reads `query`: another text with the same vector ranks by both.
+    let body = json!({
+        "query": "archive",
+        "queryEmbedding": {"model": model_id, "vector": vector},
+    });
+    let reply = call(http.addr, "POST", &search_path(), None, &body.to_string()).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["usage"]["strategy"], "hybrid", "{}", reply.text);
+
+    // Wrong model, wrong dimension, bad shapes: REQUEST_INVALID naming the field.
+    for (embedding, field) in [
+        (
+            json!({"model": "other-model", "vector": vector}),
+            "queryEmbedding.model",
+        ),
+        (
+            json!({"model": model_id, "vector": [0.5, 0.5]}),
+            "queryEmbedding.vector",
+        ),
+        (
+            json!({"model": model_id, "vector": vec![0.0; vector.len()]}),
+            "queryEmbedding.vector",
+        ),
+        (json!({"model": model_id}), "queryEmbedding.vector"),
+        (json!({"vector": vector}), "queryEmbedding.model"),
+        (
+            json!({"model": model_id, "vector": ["x"]}),
+            "queryEmbedding.vector",
+        ),
+        (
+            json!({"model": model_id, "vector": vector, "vectors": []}),
+            "queryEmbedding.vectors",
+        ),
+        (json!([1, 2]), "queryEmbedding"),
+    ] {
+        let body = json!({"query": "close a ticket", "queryEmbedding": embedding});
+        let reply = call(http.addr, "POST", &search_path(), None, &body.to_string()).await;
+        assert_error(&reply, 400, "REQUEST_INVALID");
+        assert_eq!(fields(&reply), [field], "{}", reply.text);
+    }
+
+    // The same over gRPC.
+    let mut client = agentsearch_proto::v1::tool_search_client::ToolSearchClient::connect(format!(
+        "http://{grpc}"
+    ))
+    .await
+    .unwrap();
+    let request = |vector: Vec<f32>| agentsearch_proto::v1::SearchToolsRequest {
+        project_id: PROJECT.into(),
+        query: "close a solved ticket".into(),
+        mode: Some("dense".into()),
+        query_embedding: Some(agentsearch_proto::v1::QueryEmbedding {
+            model: model_id.clone(),
+            vector,
+        }),
+        ..Default::default()
+    };
+    let reply = client
+        .search_tools(request(vector.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.tools[0].intent_name, "TICKETEER_CLOSE_TICKET");
+    let status = client
+        .search_tools(request(vec![f32::NAN; vector.len()]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        tonic_types::StatusExt::get_details_bad_request(&status)
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "queryEmbedding.vector[0]"
+    );
+}
+
 /// Two faulty shards over real ones, with the fixture catalog split between them.
 struct TwoShards {
     faulty: Vec<Arc<FaultyShard>>,

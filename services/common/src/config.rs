@@ -351,6 +351,9 @@ impl Default for EmbedConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fusion {
+    /// Standardised scores with weights decided per query from the candidate lists (the best
+    /// cosine, the lists' top margins); see `agentsearch_fusion::adaptive`.
+    Adaptive,
     /// Weighted mean of each retriever's scores standardised over its candidates.
     Score,
     /// Weighted reciprocal rank fusion.
@@ -391,13 +394,20 @@ pub struct SearchConfig {
     pub deadline_ms: u64,
     /// Candidates each retriever contributes to fusion.
     pub candidates: u32,
-    /// How the retrievers' candidates are fused: `score` (weighted mean of standardised scores)
-    /// or `rrf` (reciprocal rank fusion).
+    /// How the retrievers' candidates are fused: `adaptive` (standardised scores, weights per
+    /// query), `score` (standardised scores, fixed weights) or `rrf` (reciprocal rank fusion).
     pub fusion: Fusion,
     /// The `k` of reciprocal rank fusion: `weight / (k + rank)`.
     pub rrf_k: f64,
     pub lexical_weight: f64,
     pub dense_weight: f64,
+    /// Adaptive fusion: the best cosine at which the dense weight is `dense_weight`.
+    pub cosine_reference: f64,
+    /// Adaptive fusion: the dense weight is scaled by `(best cosine / cosine_reference) ^ this`.
+    pub cosine_exponent: f64,
+    /// Adaptive fusion: the lexical weight is scaled by `exp(this x (lexical top z - dense top
+    /// z))`. Context search uses these three keys too, with its own base weights.
+    pub margin_exponent: f64,
     /// `topK` when the request has neither `topK` nor `maxToolTokens`.
     pub default_top_k: u32,
 }
@@ -407,10 +417,15 @@ impl Default for SearchConfig {
         Self {
             deadline_ms: 2_000,
             candidates: 50,
+            // Adaptive fusion is not the default until its settings are chosen
+            // leave-one-dataset-out over every shared set.
             fusion: Fusion::Score,
             rrf_k: 60.0,
             lexical_weight: 1.0,
             dense_weight: 1.5,
+            cosine_reference: 0.5,
+            cosine_exponent: 1.0,
+            margin_exponent: 0.0,
             default_top_k: 8,
         }
     }
@@ -729,6 +744,23 @@ impl Config {
             errors.push(
                 "search.lexical_weight: at least one retriever weight must be > 0".to_string(),
             );
+        }
+        if !(s.cosine_reference.is_finite()
+            && s.cosine_reference > 0.0
+            && s.cosine_reference <= 1.0)
+        {
+            errors.push(format!(
+                "search.cosine_reference: must be in (0, 1], got {}",
+                s.cosine_reference
+            ));
+        }
+        for (key, x) in [
+            ("search.cosine_exponent", s.cosine_exponent),
+            ("search.margin_exponent", s.margin_exponent),
+        ] {
+            if !(x.is_finite() && (0.0..=8.0).contains(&x)) {
+                errors.push(format!("{key}: must be a number from 0 to 8, got {x}"));
+            }
         }
         let l = &self.lexical;
         for (key, w) in [
