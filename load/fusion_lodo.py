@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Query-adaptive fusion, chosen out of sample: leave-one-dataset-out over candidate dumps.
 
-Each dataset is given as NAME=QRELS:BASE[:DEGRADED...] where BASE is a dump of
+Each dataset is given as NAME=QRELS:BASE[:DEGRADED...] (NAME may be DATASET-SPLIT: the splits
+of one dataset are left out together) where BASE is a dump of
 `agentsearch eval --modes lexical,dense --dump` and each DEGRADED a dump of one retriever under
 `--degrade RETRIEVER=LEVEL` (its file name must contain `lexical-LEVEL` or `dense-LEVEL`); a
 degraded condition takes that retriever's lists from its dump and the other's from BASE.
@@ -213,8 +214,9 @@ def main():
                 f" {hyb[best_all] - max(lex, den):+8.4f}"
             )
     print("\nleave one dataset out (chosen on the others, scored on the held-out one):")
+    fold = lambda n: n.split("-")[0]
     for held in names:
-        train = [n for n in names if n != held]
+        train = [n for n in names if fold(n) != fold(held)]
         chosen = max(settings, key=lambda s: value(s, train))
         print(f"\n{held}: chosen {label(chosen)} (objective on the others {value(chosen, train):+.4f})")
         print(f"  {'condition':<14} {'lexical':>8} {'dense':>8} {'fixed':>8} {'chosen':>8} {'margin':>8}")

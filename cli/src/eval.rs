@@ -57,9 +57,10 @@ pub struct EvalArgs {
     /// Bearer token, if the server requires one.
     #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Weaken one retriever reproducibly: `lexical=LEVEL` replaces each query word with a random
-    /// corpus word with probability LEVEL; `dense=LEVEL` rotates the query vector LEVEL x 90
-    /// degrees towards a random direction. The other retriever sees the query unchanged (the
+    /// Weaken one retriever reproducibly: `lexical=LEVEL` replaces each word of the text BM25
+    /// searches with a random corpus word with probability LEVEL; `dense=LEVEL` does the same to
+    /// the text the embedding model reads; `dense-rotate=LEVEL` rotates the query vector LEVEL x
+    /// 90 degrees towards a random direction. The other retriever sees the query unchanged (the
     /// query vector is computed here and sent as `queryEmbedding`).
     #[arg(long)]
     pub degrade: Option<agentsearch_eval::degrade::Degrade>,
@@ -68,6 +69,12 @@ pub struct EvalArgs {
     /// embedding), so ranking settings can be compared by restarting only the server.
     #[arg(long)]
     pub project: Option<String>,
+    /// Learning from feedback (tools only): score the hybrid ranking on one half of the queries
+    /// (fixed by query id), send the other half's searches with the judged tools as feedback
+    /// (`RecordToolFeedback`), wait for the project's ranking model to be refit, and score the
+    /// first half again (`hybrid+feedback`). Use a fresh project: the model stays with it.
+    #[arg(long)]
+    pub feedback_half: bool,
 }
 
 const MODES: [&str; 3] = ["lexical", "dense", "hybrid"];
@@ -92,6 +99,10 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         args.split
     );
     let passages = args.kind == "passages";
+    anyhow::ensure!(
+        !(args.feedback_half && passages),
+        "--feedback-half: only for --kind tools"
+    );
     let (tools, doc_of) = if passages {
         (Vec::new(), HashMap::new())
     } else {
@@ -110,16 +121,30 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         }
     );
 
-    let embedder = if args.embedded || args.degrade.is_some() {
+    // A degraded run computes the query vectors here, unless every mode is lexical.
+    let vectors_here = args.degrade.is_some() && args.modes.iter().any(|m| m != "lexical");
+    let embedder = if args.embedded || vectors_here {
         Some(crate::node::load_embedder(&config)?)
     } else {
         None
     };
-    let inputs = match (args.degrade, &embedder) {
-        (Some(degrade), Some(embedder)) => {
-            degraded_inputs(degrade, &dataset, &queries, embedder.clone()).await?
+    let inputs = match args.degrade {
+        Some(degrade) => {
+            let embedder = embedder.clone().filter(|_| vectors_here);
+            degraded_inputs(degrade, &dataset, &queries, embedder).await?
         }
-        _ => queries.iter().map(|q| QueryInput::plain(q)).collect(),
+        None => queries.iter().map(|q| QueryInput::plain(q)).collect(),
+    };
+    // With --feedback-half, scoring runs on the held-out half and the other half is fed.
+    let (queries, inputs, fed): (Vec<_>, Vec<_>, Vec<_>) = if args.feedback_half {
+        let (held, fed): (Vec<_>, Vec<_>) = queries
+            .into_iter()
+            .zip(inputs)
+            .partition(|(q, _)| !agentsearch_eval::degrade::in_first_half(&q.id));
+        let (queries, inputs) = held.into_iter().unzip();
+        (queries, inputs, fed)
+    } else {
+        (queries, inputs, Vec::new())
     };
 
     let _server_dir;
@@ -210,6 +235,24 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         };
         results.push((mode.clone(), summary, stats));
     }
+    if args.feedback_half {
+        let mut client = ToolSearchClient::new(channel.clone());
+        let version = feed(&args, &mut client, &project, &fed, &dataset, &doc_of).await?;
+        eprintln!("ranking model version {version} in force; scoring the held-out half again");
+        let (summary, stats) = run_mode(
+            &args,
+            channel.clone(),
+            &project,
+            "hybrid",
+            &queries,
+            &inputs,
+            &dataset,
+            &doc_of,
+            None,
+        )
+        .await?;
+        results.push(("hybrid+feedback".to_string(), summary, stats));
+    }
     if let Some(mut out) = dump {
         use std::io::Write;
         out.flush()?;
@@ -233,7 +276,7 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
             })
             .collect();
         let degrade = args.degrade.map(|d| d.to_string());
-        let report = json!({"dataset": dataset.name, "split": args.split, "queries": queries.len(), "degrade": degrade, "modes": modes});
+        let report = json!({"dataset": dataset.name, "split": args.split, "queries": queries.len(), "degrade": degrade, "feedbackHalf": args.feedback_half, "modes": modes});
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -244,8 +287,104 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sends the searches of `fed` with the tools judged relevant as their feedback, then waits for
+/// the project's ranking model to settle (no new version for a while); returns its version.
+async fn feed(
+    args: &EvalArgs,
+    client: &mut ToolSearchClient<Channel>,
+    project: &str,
+    fed: &[(&agentsearch_eval::beir::Query, QueryInput)],
+    dataset: &Dataset,
+    doc_of: &HashMap<String, String>,
+) -> anyhow::Result<u64> {
+    let mut tool_of: HashMap<&str, &str> = HashMap::new();
+    for (tool, doc) in doc_of {
+        tool_of.insert(doc.as_str(), tool.as_str());
+    }
+    let started = Instant::now();
+    let mut sent = 0usize;
+    for (i, (q, input)) in fed.iter().enumerate() {
+        let mut called: Vec<String> = dataset
+            .qrels
+            .get(&q.id)
+            .into_iter()
+            .flatten()
+            .filter(|(_, grade)| **grade > 0)
+            .filter_map(|(doc, _)| tool_of.get(doc.as_str()).map(|t| t.to_string()))
+            .collect();
+        called.sort();
+        called.truncate(50);
+        if called.is_empty() {
+            continue;
+        }
+        let request_id = format!("eval-feedback-{i}");
+        let mut request = tonic::Request::new(pb::SearchToolsRequest {
+            project_id: project.to_string(),
+            query: input.text.clone(),
+            query_embedding: input.embedding("hybrid"),
+            top_k: Some(10),
+            mode: Some("hybrid".to_string()),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        request
+            .metadata_mut()
+            .insert("x-request-id", request_id.parse().context("request id")?);
+        client
+            .search_tools(request)
+            .await
+            .map_err(crate::client::call_error)?;
+        let mut request = tonic::Request::new(pb::ToolFeedbackRequest {
+            project_id: project.to_string(),
+            request_id,
+            called_tools: called,
+        });
+        authorize(args, request.metadata_mut())?;
+        client
+            .record_tool_feedback(request)
+            .await
+            .map_err(crate::client::call_error)?;
+        sent += 1;
+    }
+    eprintln!(
+        "feedback on {sent} searches sent in {:.1} s; waiting for the refit",
+        started.elapsed().as_secs_f64()
+    );
+    // The model settles when no new version has appeared for a while after the last feedback.
+    let settle = Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last = (0u64, Instant::now());
+    loop {
+        let mut request = tonic::Request::new(pb::SearchToolsRequest {
+            project_id: project.to_string(),
+            query: "feedback evaluation probe".to_string(),
+            top_k: Some(1),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        let usage = client
+            .search_tools(request)
+            .await
+            .map_err(crate::client::call_error)?
+            .into_inner()
+            .usage
+            .unwrap_or_default();
+        if usage.ranking_model != last.0 {
+            last = (usage.ranking_model, Instant::now());
+        } else if last.0 > 0 && last.1.elapsed() >= settle {
+            return Ok(last.0);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "no ranking model settled within 10 minutes of the feedback"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// What one query sends: its text (cut to the API's 1024 characters; the query id when empty)
 /// and, when a retriever is degraded, the query embedding computed here.
+#[derive(Clone)]
 struct QueryInput {
     text: String,
     embedding: Option<pb::QueryEmbedding>,
@@ -277,35 +416,47 @@ fn request_text(q: &agentsearch_eval::beir::Query) -> String {
 }
 
 /// Every query's inputs with `degrade` applied: the lexical retriever's text, and the dense
-/// retriever's vector (the original text embedded here, then weakened when dense is degraded).
+/// retriever's vector (its text embedded here, then rotated when so degraded).
 async fn degraded_inputs(
     degrade: agentsearch_eval::degrade::Degrade,
     dataset: &Dataset,
     queries: &[&agentsearch_eval::beir::Query],
-    embedder: std::sync::Arc<dyn agentsearch_embed::Embedder>,
+    embedder: Option<std::sync::Arc<dyn agentsearch_embed::Embedder>>,
 ) -> anyhow::Result<Vec<QueryInput>> {
-    use agentsearch_eval::degrade::Vocabulary;
+    use agentsearch_eval::degrade::{Retriever, Vocabulary};
     let vocabulary = Vocabulary::from_texts(
         dataset
             .corpus
             .iter()
             .flat_map(|d| [d.title.as_str(), d.text.as_str()]),
     );
-    let texts: Vec<String> = queries.iter().map(|q| request_text(q)).collect();
-    let model = embedder.model_id().to_string();
+    let texts: Vec<String> = queries
+        .iter()
+        .map(|q| degrade.text(Retriever::Dense, &q.id, &request_text(q), &vocabulary))
+        .collect();
+    let model = embedder
+        .as_ref()
+        .map(|e| e.model_id().to_string())
+        .unwrap_or_default();
     let started = Instant::now();
-    let vectors = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Vec<f32>>> {
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(64) {
-            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            out.extend(embedder.embed(&refs).context("embedding the queries")?);
+    let vectors = match embedder {
+        Some(embedder) => {
+            tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Option<Vec<f32>>>> {
+                let mut out = Vec::with_capacity(texts.len());
+                for chunk in texts.chunks(64) {
+                    let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                    let vectors = embedder.embed(&refs).context("embedding the queries")?;
+                    out.extend(vectors.into_iter().map(Some));
+                }
+                Ok(out)
+            })
+            .await??
         }
-        Ok(out)
-    })
-    .await??;
+        None => vec![None; queries.len()],
+    };
     eprintln!(
         "{} queries embedded in {:.1} s; degrading {degrade} (vocabulary of {} words)",
-        vectors.len(),
+        vectors.iter().flatten().count(),
         started.elapsed().as_secs_f64(),
         vocabulary.len()
     );
@@ -314,7 +465,12 @@ async fn degraded_inputs(
         .zip(vectors)
         .map(|(q, vector)| {
             let original = request_text(q);
-            let text = degrade.text(&q.id, &original, &vocabulary);
+            // Replacement words may be longer: cut to the API's limit again.
+            let text: String = degrade
+                .text(Retriever::Lexical, &q.id, &original, &vocabulary)
+                .chars()
+                .take(1024)
+                .collect();
             // A query whose every word was replaced still has words; an empty one keeps its id.
             QueryInput {
                 text: if text.trim().is_empty() {
@@ -322,7 +478,7 @@ async fn degraded_inputs(
                 } else {
                     text
                 },
-                embedding: Some(pb::QueryEmbedding {
+                embedding: vector.map(|vector| pb::QueryEmbedding {
                     model: model.clone(),
                     vector: degrade.vector(&q.id, &vector),
                 }),
@@ -650,6 +806,7 @@ async fn run_mode_passages(
             top_k: Some(if dump.is_some() { 50 } else { 10 }),
             segments_per_record: Some(1),
             mode: Some(mode.to_string()),
+            diagnostics: dump.is_some(),
             ..Default::default()
         });
         authorize(args, request.metadata_mut())?;
@@ -670,17 +827,14 @@ async fn run_mode_passages(
             })
             .collect();
         if let Some(out) = dump.as_mut() {
-            // With one retriever, a record's relevancy is an affine function of its best
-            // passage's score in this query, which is all that standardised fusion sees.
+            // Each record's rank and raw score (BM25, cosine) from its best passage.
+            let hit = |h: &Option<pb::RetrieverHit>| h.as_ref().map(|h| json!([h.rank, h.score]));
             let hits: Vec<_> = ranking
                 .iter()
                 .zip(&response.results)
-                .enumerate()
-                .map(|(i, (doc, r))| {
-                    let mut hit = serde_json::Map::new();
-                    hit.insert("doc".into(), json!(doc));
-                    hit.insert(mode.to_string(), json!([i + 1, r.relevancy]));
-                    serde_json::Value::Object(hit)
+                .map(|(doc, r)| {
+                    let e = r.explain.unwrap_or_default();
+                    json!({"doc": doc, "lexical": hit(&e.lexical), "dense": hit(&e.dense)})
                 })
                 .collect();
             writeln!(

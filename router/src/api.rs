@@ -526,6 +526,9 @@ pub struct Usage {
     pub failed_integrations: Vec<String>,
     /// Every degradation that applied, `degraded` first.
     pub degradations: Vec<&'static str>,
+    /// The version of the project's ranking model, learned from its feedback, that fused the
+    /// retrievers' lists; 0: the deployment's weights.
+    pub ranking_model: u64,
 }
 
 pub const MAX_NEAR_MISSES: usize = 5;

@@ -33,6 +33,7 @@ use futures::future::join_all;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
+use crate::api::{Explain, RetrieverHit};
 use crate::context_api::{
     AppliedIdentities, ContextResult, ContextSearch, ContextSearchResponse, ContextSegment,
     ContextUsage, CreateSync, Drops, IdentityEntry, RawPutGroups, RawUpsertRecords, ReadContext,
@@ -737,6 +738,25 @@ impl Router {
         let scale = |score: f64, best: f64, floor: f64| {
             ((score - floor) / (best - floor).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0)
         };
+        // With diagnostics: where each retriever ranked every record (its best passage).
+        let explain_of = |key: &(String, String)| -> Option<Explain> {
+            if !req.diagnostics {
+                return None;
+            }
+            let joined = format!("{}\n{}", key.0, key.1);
+            let hit = |list: &[(String, f64)]| {
+                list.iter()
+                    .position(|(k, _)| *k == joined)
+                    .map(|i| RetrieverHit {
+                        rank: i as u32 + 1,
+                        score: list[i].1,
+                    })
+            };
+            Some(Explain {
+                lexical: hit(&lexical_records),
+                dense: hit(&dense_records),
+            })
+        };
         let best_record = record_fused.first().map_or(1.0, |f| f.score);
         let best = fused.first().map_or(1.0, |f| f.score);
         let relevancy = |score: f64| scale(score, best, floor);
@@ -753,6 +773,7 @@ impl Router {
                     source: sources[info.sync_id.as_str()].to_string(),
                     relevancy: scale(record_score, best_record, record_floor),
                     rerank_score: None,
+                    explain: explain_of(&key),
                     generation: info.generation,
                     display_name: info.display_name.clone(),
                     segments: segments

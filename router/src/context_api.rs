@@ -13,7 +13,7 @@ use agentsearch_common::{Error, FieldViolation};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Int, Trace, range};
+use crate::api::{Explain, Int, Trace, range};
 
 pub const MAX_QUERY_CHARS: usize = 1024;
 pub const MAX_TOP_K: i64 = 50;
@@ -446,6 +446,9 @@ pub struct ContextResult {
     pub generation: u64,
     pub display_name: Option<String>,
     pub segments: Vec<ResultSegment>,
+    /// Where each retriever ranked the record (by its best passage); only with diagnostics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
 }
 
 #[derive(Clone, Debug, Serialize)]

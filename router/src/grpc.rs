@@ -315,6 +315,25 @@ impl ToolSearch for PublicGrpc {
             connection: Some(status_to_proto(response.connection)),
         }))
     }
+
+    async fn record_tool_feedback(
+        &self,
+        request: Request<pb::ToolFeedbackRequest>,
+    ) -> Result<Response<pb::ToolFeedbackResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let r = request.into_inner();
+        let (project_id, _ctx) = begun.authorize(&r.project_id)?;
+        let outcome = self
+            .router
+            .tool_feedback(&project_id, &r.request_id, r.called_tools)
+            .await
+            .map_err(|e| status_from_error(&e, &request_id))?;
+        Ok(Response::new(pb::ToolFeedbackResponse {
+            examples: outcome.examples,
+            ranking_model: outcome.ranking_model,
+        }))
+    }
 }
 
 /// A custom tool from the wire; its JSON texts are parsed here, errors named by `path`.
@@ -516,17 +535,19 @@ fn tool_to_proto(t: ToolResult) -> pb::ToolResult {
             }),
         }),
         tokens: t.tokens,
-        explain: t.explain.map(|e| {
-            let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
-                rank: h.rank,
-                score: h.score,
-            };
-            pb::Explain {
-                lexical: e.lexical.map(hit),
-                dense: e.dense.map(hit),
-            }
-        }),
+        explain: t.explain.map(explain_to_proto),
         catalog_version: t.catalog_version,
+    }
+}
+
+pub(crate) fn explain_to_proto(e: crate::api::Explain) -> pb::Explain {
+    let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
+        rank: h.rank,
+        score: h.score,
+    };
+    pb::Explain {
+        lexical: e.lexical.map(hit),
+        dense: e.dense.map(hit),
     }
 }
 
@@ -553,6 +574,7 @@ fn usage_to_proto(u: Usage) -> pb::Usage {
         partial: u.partial,
         failed_integrations: u.failed_integrations,
         degradations: u.degradations.into_iter().map(str::to_string).collect(),
+        ranking_model: u.ranking_model,
     }
 }
 

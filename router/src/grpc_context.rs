@@ -84,6 +84,7 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
                         rerank_score: s.rerank_score,
                     })
                     .collect(),
+                explain: r.explain.map(crate::grpc::explain_to_proto),
             })
             .collect(),
         usage: Some(pb::ContextUsage {

@@ -14,6 +14,7 @@ pub mod connections;
 pub mod context;
 pub mod context_api;
 mod context_write;
+pub mod feedback;
 pub mod grpc;
 pub mod grpc_context;
 pub mod health;
@@ -80,6 +81,11 @@ pub struct Router {
     admission: Admission,
     /// Permits of query embeddings computed or waiting at once.
     embed_queue: Arc<tokio::sync::Semaphore>,
+    /// Recent tool searches feedback may refer to.
+    search_log: feedback::SearchLog,
+    /// Each project's ranking model, as last read from the store.
+    models: Mutex<HashMap<String, feedback::CachedModel>>,
+    refits: feedback::Refits,
 }
 
 impl Router {
@@ -90,6 +96,9 @@ impl Router {
         settings: RouterSettings,
     ) -> Self {
         Self {
+            search_log: feedback::SearchLog::new(&settings.search),
+            models: Mutex::new(HashMap::new()),
+            refits: feedback::Refits::new(),
             store,
             shards,
             embedder,

@@ -23,8 +23,9 @@ use crate::batch::RawBatch;
 use crate::connections::{RawConnection, check_user, validate_connections};
 use crate::json::{MAX_ECHOED_NAME, MAX_ECHOED_VALUE, from_json};
 use crate::rest_body::{
-    BATCH_BODY_LIMIT, CONNECTIONS_BODY_LIMIT, INGEST_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_object,
-    parse_off_runtime, parse_search, read_body, reject_unknown, string_list,
+    BATCH_BODY_LIMIT, CONNECTIONS_BODY_LIMIT, FEEDBACK_BODY_LIMIT, INGEST_BODY_LIMIT,
+    SEARCH_BODY_LIMIT, parse_object, parse_off_runtime, parse_search, read_body, reject_unknown,
+    string_list,
 };
 use crate::rest_guard::RestAccess;
 use crate::search::RequestContext;
@@ -50,6 +51,10 @@ pub fn app(state: RestState) -> AxumRouter {
         .route(
             "/api/tools/projects/{project_id}/tools/search:batch",
             post(search_batch),
+        )
+        .route(
+            "/api/tools/projects/{project_id}/tools/feedback",
+            post(tool_feedback),
         )
         .route(
             "/api/tools/projects/{project_id}/tools/{name}",
@@ -491,6 +496,37 @@ async fn delete_tools(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(serde_json::json!({"deleted": outcome.deleted, "notFound": outcome.not_found})))
+}
+
+/// `POST .../tools/feedback`: `{"requestId": "...", "calledTools": ["NAME", ...]}`.
+async fn tool_feedback(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    let body = call.body(&headers, body, FEEDBACK_BODY_LIMIT).await?;
+    let (request_id, called) = parse_off_runtime(body, |body| {
+        let mut object = parse_object(body)?;
+        reject_unknown(&object, &["requestId", "calledTools"])?;
+        let request_id = match object.remove("requestId") {
+            Some(Value::String(id)) => id,
+            None | Some(Value::Null) => String::new(),
+            Some(_) => return Err(Error::invalid("requestId", "must be a string")),
+        };
+        let called = string_list(&mut object, "calledTools")?.unwrap_or_default();
+        crate::feedback::validate_feedback(&request_id, &called)?;
+        Ok((request_id, called))
+    })
+    .await
+    .map_err(|e| call.fail(e))?;
+    let outcome = state
+        .router
+        .tool_feedback(&project_id, &request_id, called)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(outcome))
 }
 
 /// The body of `PUT /tools`: `{"tools": [...]}`, each tool named `tools[i]` in errors.

@@ -154,6 +154,12 @@ pub(crate) struct Ranked {
     pub removed: Vec<NearMiss>,
     /// Integrations in scope whose tools are missing from the ranking.
     pub failed_integrations: Vec<String>,
+    /// The version of the project's ranking model that fused the lists (0: the deployment's
+    /// weights).
+    pub ranking_model: u64,
+    /// What each retriever contributed to fusion, best first (what feedback learns from).
+    pub lexical: Vec<Hit>,
+    pub dense: Vec<Hit>,
 }
 
 /// How a tool is returned to the caller: with the caller's schema, or the stored one.
@@ -208,6 +214,12 @@ impl Router {
             vector,
         };
         let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
+        self.search_log.record(
+            &req.project_id,
+            &ctx.request_id,
+            &ranked.lexical,
+            &ranked.dense,
+        );
 
         let (packing, shaped) = self
             .pack_shaped(
@@ -627,7 +639,12 @@ impl Router {
         };
         let lexical = merged(&lexical_lists, lexical_on);
         let dense = merged(&dense_lists, dense_on);
-        let (fused, floor) = fuse(search, &lexical, &dense);
+        // The project's model, learned from its feedback, or the deployment's weights.
+        let model = self.ranking_model(q.project_id).await;
+        let weights = model
+            .as_ref()
+            .map_or([search.lexical_weight, search.dense_weight], |m| m.weights);
+        let (fused, floor) = fuse(search, weights, &lexical, &dense);
         let mut fused: Vec<_> = fused
             .into_iter()
             .filter(|f| records.contains_key(f.key))
@@ -670,7 +687,7 @@ impl Router {
                 .chain(&dense_all)
                 .map(|h| (h.name.as_str(), h.integration.as_str()))
                 .collect();
-            let (all_fused, _) = fuse(search, &lexical_all, &dense_all);
+            let (all_fused, _) = fuse(search, weights, &lexical_all, &dense_all);
             all_fused
                 .into_iter()
                 .filter(|f| records.contains_key(f.key) || excluded_names.contains(f.key))
@@ -795,6 +812,9 @@ impl Router {
             entitled_integrations: entitled.len() as u32,
             removed,
             failed_integrations,
+            ranking_model: model.map_or(0, |m| m.version),
+            lexical,
+            dense,
         })
     }
 
@@ -1216,6 +1236,7 @@ fn side_effect_omissions(
 /// relevancies are scaled from it (0) to the best item (1).
 fn fuse<'a>(
     search: &SearchConfig,
+    weights: [f64; 2],
     lexical: &'a [Hit],
     dense: &'a [Hit],
 ) -> (Vec<FusedItem<&'a str>>, f64) {
@@ -1224,12 +1245,7 @@ fn fuse<'a>(
             .map(|h| (h.name.as_str(), f64::from(h.score)))
             .collect()
     };
-    fuse_keyed(
-        search,
-        [search.lexical_weight, search.dense_weight],
-        &scored(lexical),
-        &scored(dense),
-    )
+    fuse_keyed(search, weights, &scored(lexical), &scored(dense))
 }
 
 /// Fuses two ranked `(key, score)` lists, best first (BM25 and cosine similarity), with the
@@ -1399,6 +1415,7 @@ pub(crate) fn query_result(
         partial: !ranked.failed_integrations.is_empty(),
         failed_integrations: ranked.failed_integrations.clone(),
         degradations,
+        ranking_model: ranked.ranking_model,
     };
     if usage.partial {
         metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "tools")

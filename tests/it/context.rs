@@ -278,6 +278,44 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
         BTreeSet::from([&"confluence".to_string(), &"googledrive".to_string()])
     );
     assert!(usage.identities_unused.is_empty());
+    assert!(top.explain.is_none(), "no explanation without diagnostics");
+
+    // With diagnostics, each record says where each retriever ranked it (its best passage): the
+    // ranks are 1-based and the same order as the scores, BM25 positive, cosines within [-1, 1].
+    let mut explained = search_as("q2 roadmap", Some("alice@example.com"));
+    explained.diagnostics = true;
+    let explained = csearch(grpc, explained).await.unwrap();
+    assert_eq!(record_ids(&explained), ids);
+    let hits = |pick: fn(&pb::Explain) -> Option<pb::RetrieverHit>| -> Vec<(u32, f64)> {
+        let mut hits: Vec<(u32, f64)> = explained
+            .results
+            .iter()
+            .filter_map(|r| pick(r.explain.as_ref().expect("explained")))
+            .map(|h| (h.rank, h.score))
+            .collect();
+        hits.sort_by_key(|h| h.0);
+        hits
+    };
+    for (name, list) in [
+        ("lexical", hits(|e| e.lexical)),
+        ("dense", hits(|e| e.dense)),
+    ] {
+        assert_eq!(
+            list.len(),
+            2,
+            "{name}: both records are among its candidates"
+        );
+        assert_eq!(list[0].0, 1, "{name}");
+        assert!(
+            list[0].0 < list[1].0 && list[0].1 >= list[1].1,
+            "{name}: {list:?}"
+        );
+        if name == "dense" {
+            assert!(list.iter().all(|h| (-1.0..=1.0).contains(&h.1)), "{list:?}");
+        } else {
+            assert!(list.iter().all(|h| h.1 > 0.0), "{list:?}");
+        }
+    }
 
     // dave: the board notes through his group (membership is case-insensitive).
     let dave = csearch(grpc, search_as("q2 roadmap", Some("dave@example.com")))

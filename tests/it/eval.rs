@@ -34,6 +34,17 @@ async fn eval_degraded(
     max_queries: Option<usize>,
     degrade: Option<&str>,
 ) -> serde_json::Value {
+    eval_with(dataset, kind, modes, max_queries, degrade, false).await
+}
+
+async fn eval_with(
+    dataset: std::path::PathBuf,
+    kind: &str,
+    modes: &[&str],
+    max_queries: Option<usize>,
+    degrade: Option<&str>,
+    feedback_half: bool,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("eval.json");
     let args = EvalArgs {
@@ -49,6 +60,7 @@ async fn eval_degraded(
         token: None,
         project: None,
         degrade: degrade.map(|d| d.parse().unwrap()),
+        feedback_half,
     };
     let mut config = Config::default();
     config.embed.model_dir = model_dir();
@@ -123,9 +135,27 @@ async fn degrading_one_retriever_leaves_the_other_alone() {
         "{lexical}"
     );
     assert!((figure(&lexical, "dense") - figure(&plain, "dense")).abs() < 1e-9);
-    let dense = eval_degraded(dataset, "tools", &modes, None, Some("dense=1")).await;
-    assert!((figure(&dense, "lexical") - figure(&plain, "lexical")).abs() < 1e-9);
-    assert_ne!(figure(&dense, "dense"), figure(&plain, "dense"), "{dense}");
+    // Dense by word replacement (the text the model reads) and by rotation (the vector).
+    for degrade in ["dense=1", "dense-rotate=1"] {
+        let dense = eval_degraded(dataset.clone(), "tools", &modes, None, Some(degrade)).await;
+        assert_eq!(dense["degrade"], degrade);
+        assert!((figure(&dense, "lexical") - figure(&plain, "lexical")).abs() < 1e-9);
+        assert_ne!(figure(&dense, "dense"), figure(&plain, "dense"), "{dense}");
+    }
+}
+
+/// `--feedback-half`: one half of the queries is scored, the other half's searches get their
+/// judged tools as feedback, and once the project's model has been refit the first half is
+/// scored again (four judged queries: too few to learn from, so the ranking must not move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_half_scores_the_held_out_half_before_and_after() {
+    let dataset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/beir-tiny");
+    let report = eval_with(dataset, "tools", &["hybrid"], None, None, true).await;
+    assert_eq!(report["feedbackHalf"], true);
+    let held = report["queries"].as_u64().unwrap();
+    assert!((1..4).contains(&held), "{report}");
+    let figure = |mode: &str| report["modes"][mode]["ndcg@10"].as_f64().unwrap();
+    assert_eq!(figure("hybrid"), figure("hybrid+feedback"), "{report}");
 }
 
 /// The shared evaluation sets beside the checkout (`../shared/data/eval`), or

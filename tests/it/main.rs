@@ -9,6 +9,7 @@ mod context_acl;
 mod durability;
 mod embedded;
 mod eval;
+mod feedback;
 mod lifecycle;
 mod limits;
 mod metrics;

@@ -410,6 +410,14 @@ pub struct SearchConfig {
     pub margin_exponent: f64,
     /// `topK` when the request has neither `topK` nor `maxToolTokens`.
     pub default_top_k: u32,
+    /// Memory for the tool searches feedback may refer to (their candidate lists, by request
+    /// id), per router; 0 turns feedback off.
+    pub feedback_log_mib: u64,
+    /// How long a search can receive feedback.
+    pub feedback_log_secs: u64,
+    /// A project's ranking model is refit at most once per this many seconds while feedback
+    /// arrives.
+    pub feedback_refit_secs: u64,
 }
 
 impl Default for SearchConfig {
@@ -427,6 +435,9 @@ impl Default for SearchConfig {
             cosine_exponent: 1.0,
             margin_exponent: 0.0,
             default_top_k: 8,
+            feedback_log_mib: 64,
+            feedback_log_secs: 3_600,
+            feedback_refit_secs: 5,
         }
     }
 }
@@ -761,6 +772,24 @@ impl Config {
             if !(x.is_finite() && (0.0..=8.0).contains(&x)) {
                 errors.push(format!("{key}: must be a number from 0 to 8, got {x}"));
             }
+        }
+        if s.feedback_log_mib > 64 * 1024 {
+            errors.push(format!(
+                "search.feedback_log_mib: must be at most 65536, got {}",
+                s.feedback_log_mib
+            ));
+        }
+        if s.feedback_log_mib > 0 && !(1..=7 * 86_400).contains(&s.feedback_log_secs) {
+            errors.push(format!(
+                "search.feedback_log_secs: must be from 1 to 604800, got {}",
+                s.feedback_log_secs
+            ));
+        }
+        if s.feedback_refit_secs > 86_400 {
+            errors.push(format!(
+                "search.feedback_refit_secs: must be at most 86400, got {}",
+                s.feedback_refit_secs
+            ));
         }
         let l = &self.lexical;
         for (key, w) in [

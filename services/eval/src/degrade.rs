@@ -2,10 +2,16 @@
 //! --degrade`): a hybrid ranking should not fall below its better retriever when the other one is
 //! made worse on purpose.
 //!
-//! - **lexical** at level `p`: each word of the query is replaced, with probability `p`, by a word
-//!   drawn uniformly from the corpus vocabulary, so BM25 matches words the user did not mean;
-//! - **dense** at level `p`: the query vector is rotated by `p x 90` degrees towards a random
-//!   direction orthogonal to it, so at 1 it is pure noise.
+//! - **lexical** at level `p`: each word of the text BM25 searches is replaced, with probability
+//!   `p`, by a word drawn uniformly from the corpus vocabulary, so BM25 matches words the user did
+//!   not mean;
+//! - **dense** at level `p`: the same replacement in the text the embedding model reads (the
+//!   lexical retriever still sees the original), so the vector stands for a query the user did
+//!   not ask;
+//! - **dense-rotate** at level `p`: the query vector itself is rotated by `p x 90` degrees towards
+//!   a random direction orthogonal to it, so at 1 it is pure noise. Every cosine falls by
+//!   construction, which flatters a fusion that trusts high cosines; the word replacement above is
+//!   the fairer test.
 //!
 //! Every draw comes from a generator seeded by the query id, the retriever and the level, so a run
 //! is repeatable and each query is weakened independently of the others and of the run's order.
@@ -19,6 +25,8 @@ use std::str::FromStr;
 pub struct Degrade {
     pub retriever: Retriever,
     pub level: f64,
+    /// Rotate the query vector instead of replacing words (dense only).
+    pub rotate: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,9 +37,10 @@ pub enum Retriever {
 
 impl fmt::Display for Degrade {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self.retriever {
-            Retriever::Lexical => "lexical",
-            Retriever::Dense => "dense",
+        let name = match (self.retriever, self.rotate) {
+            (Retriever::Lexical, _) => "lexical",
+            (Retriever::Dense, false) => "dense",
+            (Retriever::Dense, true) => "dense-rotate",
         };
         write!(f, "{name}={}", self.level)
     }
@@ -40,15 +49,20 @@ impl fmt::Display for Degrade {
 impl FromStr for Degrade {
     type Err = String;
 
-    /// `lexical=LEVEL` or `dense=LEVEL`, LEVEL in 0..=1.
+    /// `lexical=LEVEL`, `dense=LEVEL` or `dense-rotate=LEVEL`, LEVEL in 0..=1.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (name, level) = s
             .split_once('=')
             .ok_or_else(|| format!("`{s}`: expected lexical=LEVEL or dense=LEVEL"))?;
-        let retriever = match name.trim() {
-            "lexical" => Retriever::Lexical,
-            "dense" => Retriever::Dense,
-            other => return Err(format!("`{other}`: expected lexical or dense")),
+        let (retriever, rotate) = match name.trim() {
+            "lexical" => (Retriever::Lexical, false),
+            "dense" => (Retriever::Dense, false),
+            "dense-rotate" => (Retriever::Dense, true),
+            other => {
+                return Err(format!(
+                    "`{other}`: expected lexical, dense or dense-rotate"
+                ));
+            }
         };
         let level: f64 = level
             .trim()
@@ -57,7 +71,11 @@ impl FromStr for Degrade {
         if !(0.0..=1.0).contains(&level) {
             return Err(format!("{level}: the level must be from 0 to 1"));
         }
-        Ok(Self { retriever, level })
+        Ok(Self {
+            retriever,
+            level,
+            rotate,
+        })
     }
 }
 
@@ -71,9 +89,20 @@ impl Degrade {
         SplitMix64(fnv1a(query_id.as_bytes()) ^ tag.rotate_left(56) ^ self.level.to_bits())
     }
 
-    /// The query text the lexical retriever sees: unchanged unless lexical is degraded.
-    pub fn text(&self, query_id: &str, text: &str, vocabulary: &Vocabulary) -> String {
-        if self.retriever != Retriever::Lexical || self.level == 0.0 || vocabulary.0.is_empty() {
+    /// The query text `retriever` sees (BM25 searches it, the embedding model reads it):
+    /// unchanged unless that retriever is degraded by word replacement.
+    pub fn text(
+        &self,
+        retriever: Retriever,
+        query_id: &str,
+        text: &str,
+        vocabulary: &Vocabulary,
+    ) -> String {
+        if self.retriever != retriever
+            || self.rotate
+            || self.level == 0.0
+            || vocabulary.0.is_empty()
+        {
             return text.to_string();
         }
         let mut rng = self.rng(query_id);
@@ -91,9 +120,13 @@ impl Degrade {
     }
 
     /// The query vector the dense retriever sees (unit length in, unit length out): unchanged
-    /// unless dense is degraded.
+    /// unless dense is degraded by rotation.
     pub fn vector(&self, query_id: &str, vector: &[f32]) -> Vec<f32> {
-        if self.retriever != Retriever::Dense || self.level == 0.0 || vector.is_empty() {
+        if self.retriever != Retriever::Dense
+            || !self.rotate
+            || self.level == 0.0
+            || vector.is_empty()
+        {
             return vector.to_vec();
         }
         let mut rng = self.rng(query_id);
@@ -149,6 +182,12 @@ fn unit(v: &[f64]) -> Vec<f64> {
     }
 }
 
+/// Which half of a split a query falls in, fixed by its id: `true` for about half of any set of
+/// queries (the half whose feedback is fed in a feedback evaluation).
+pub fn in_first_half(query_id: &str) -> bool {
+    SplitMix64(fnv1a(query_id.as_bytes())).next() & 1 == 0
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -192,11 +231,24 @@ mod tests {
     }
 
     #[test]
+    fn halves_are_fixed_and_about_even() {
+        let ids: Vec<String> = (0..2000).map(|i| format!("q{i}")).collect();
+        let first = ids.iter().filter(|id| in_first_half(id)).count();
+        assert!((900..=1100).contains(&first), "{first}");
+        assert!(ids.iter().all(|id| in_first_half(id) == in_first_half(id)));
+    }
+
+    #[test]
     fn parses_and_refuses() {
         let d: Degrade = "dense=0.5".parse().unwrap();
         assert_eq!(d.retriever, Retriever::Dense);
         assert_eq!(d.level, 0.5);
+        assert!(!d.rotate);
         assert_eq!(d.to_string(), "dense=0.5");
+        let d: Degrade = "dense-rotate=0.25".parse().unwrap();
+        assert!(d.rotate);
+        assert_eq!(d.to_string(), "dense-rotate=0.25");
+        assert!("lexical-rotate=0.25".parse::<Degrade>().is_err());
         assert!("lexical=1".parse::<Degrade>().is_ok());
         assert!("lexical=1.5".parse::<Degrade>().is_err());
         assert!("sparse=0.5".parse::<Degrade>().is_err());
@@ -215,6 +267,7 @@ mod tests {
             let d = Degrade {
                 retriever: Retriever::Dense,
                 level,
+                rotate: true,
             };
             let out = d.vector("q1", &v);
             assert!((dot(&out, &out) - 1.0).abs() < 1e-5);
@@ -225,16 +278,23 @@ mod tests {
         let d = Degrade {
             retriever: Retriever::Dense,
             level: 0.5,
+            rotate: true,
         };
         assert_ne!(d.vector("q1", &v), d.vector("q2", &v));
-        // A lexical degrade leaves the vector alone, and a dense one the text.
+        // A lexical degrade leaves the vector alone, and a rotation every text.
         let lexical = Degrade {
             retriever: Retriever::Lexical,
             level: 0.5,
+            rotate: false,
         };
         assert_eq!(lexical.vector("q1", &v), v);
         let vocabulary = Vocabulary::from_texts(["alpha beta gamma"]);
-        assert_eq!(d.text("q1", "send an email", &vocabulary), "send an email");
+        for retriever in [Retriever::Lexical, Retriever::Dense] {
+            assert_eq!(
+                d.text(retriever, "q1", "send an email", &vocabulary),
+                "send an email"
+            );
+        }
     }
 
     #[test]
@@ -242,13 +302,25 @@ mod tests {
         let vocabulary = Vocabulary::from_texts(["Alpha, beta; gamma delta epsilon zeta."]);
         assert_eq!(vocabulary.len(), 6);
         let text = vec!["word"; 1000].join(" ");
-        for level in [0.0, 0.3, 1.0] {
+        for (retriever, level) in [
+            (Retriever::Lexical, 0.0),
+            (Retriever::Lexical, 0.3),
+            (Retriever::Dense, 0.3),
+            (Retriever::Lexical, 1.0),
+        ] {
             let d = Degrade {
-                retriever: Retriever::Lexical,
+                retriever,
                 level,
+                rotate: false,
             };
-            let out = d.text("q7", &text, &vocabulary);
-            assert_eq!(out, d.text("q7", &text, &vocabulary));
+            let out = d.text(retriever, "q7", &text, &vocabulary);
+            assert_eq!(out, d.text(retriever, "q7", &text, &vocabulary));
+            // Only the degraded retriever's text changes.
+            let other = match retriever {
+                Retriever::Lexical => Retriever::Dense,
+                Retriever::Dense => Retriever::Lexical,
+            };
+            assert_eq!(d.text(other, "q7", &text, &vocabulary), text);
             let words: Vec<&str> = out.split(' ').collect();
             assert_eq!(words.len(), 1000);
             let replaced = words.iter().filter(|w| **w != "word").count() as f64 / 1000.0;

@@ -60,6 +60,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_stale_integrations.sql")),
     (3, include_str!("../migrations/0003_context.sql")),
     (4, include_str!("../migrations/0004_connections.sql")),
+    (5, include_str!("../migrations/0005_feedback.sql")),
 ];
 
 /// Where one integration of a project lives.
@@ -144,6 +145,23 @@ pub struct ConnectionRow {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
+
+/// One version of a project's ranking model for one kind of search (`tools`, `context`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankingModelRow {
+    pub project_id: String,
+    pub kind: String,
+    /// 1 for the first model of the project and kind, then one more each refit.
+    pub version: u64,
+    /// The model's parameters as JSON (the router defines them).
+    pub params: String,
+    /// How many feedback examples it was fitted on.
+    pub examples: u64,
+    pub created_at_ms: i64,
+}
+
+/// Old versions of a ranking model the store keeps besides the newest.
+pub const RANKING_MODEL_VERSIONS_KEPT: u64 = 10;
 
 /// A comma separated list (stale integrations, shard ids) as stored.
 pub(crate) fn join_list(items: &[String]) -> String {
@@ -321,6 +339,33 @@ pub trait MetadataStore: Send + Sync + 'static {
         integration: &str,
         account_id: &str,
     ) -> Result<bool>;
+
+    /// Records the feedback on one search (replacing an earlier one for the same request id),
+    /// then keeps only the newest `keep` of the project's `kind`. Returns how many are kept.
+    async fn put_feedback(
+        &self,
+        project_id: &str,
+        kind: &str,
+        request_id: &str,
+        example: &str,
+        keep: u32,
+    ) -> Result<u64>;
+
+    /// The newest `limit` feedback examples of the project's `kind`, newest first.
+    async fn feedback(&self, project_id: &str, kind: &str, limit: u32) -> Result<Vec<String>>;
+
+    /// Stores the next version of the project's ranking model for `kind` (the newest + 1, or 1)
+    /// and drops versions older than [`RANKING_MODEL_VERSIONS_KEPT`] before it.
+    async fn put_ranking_model(
+        &self,
+        project_id: &str,
+        kind: &str,
+        params: &str,
+        examples: u64,
+    ) -> Result<RankingModelRow>;
+
+    /// The newest version of the project's ranking model for `kind`, if it has one.
+    async fn ranking_model(&self, project_id: &str, kind: &str) -> Result<Option<RankingModelRow>>;
 }
 
 /// The distinct items of `items`, sorted.
@@ -634,6 +679,78 @@ pub mod conformance {
 
         context(store, p, q).await;
         connections(store).await;
+        feedback(store, p, q).await;
+    }
+
+    /// Feedback: a repeat replaces, the newest `keep` stay, projects and kinds are isolated;
+    /// ranking models: versions count up per project and kind, old ones are pruned.
+    async fn feedback(store: &dyn MetadataStore, p: &str, q: &str) {
+        assert!(store.feedback(p, "tools", 10).await.unwrap().is_empty());
+        assert_eq!(
+            store
+                .put_feedback(p, "tools", "r1", "{\"a\":1}", 3)
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            store
+                .put_feedback(p, "tools", "r1", "{\"a\":2}", 3)
+                .await
+                .unwrap(),
+            1
+        );
+        for (i, r) in ["r2", "r3", "r4"].iter().enumerate() {
+            // Distinct times, so "newest" is well defined.
+            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+            let kept = store
+                .put_feedback(p, "tools", r, &format!("{{\"n\":{i}}}"), 3)
+                .await
+                .unwrap();
+            assert_eq!(kept, (i as u64 + 2).min(3));
+        }
+        assert_eq!(
+            store.feedback(p, "tools", 10).await.unwrap(),
+            ["{\"n\":2}", "{\"n\":1}", "{\"n\":0}"]
+        );
+        assert_eq!(store.feedback(p, "tools", 1).await.unwrap(), ["{\"n\":2}"]);
+        assert!(store.feedback(q, "tools", 10).await.unwrap().is_empty());
+        assert!(store.feedback(p, "context", 10).await.unwrap().is_empty());
+        store
+            .put_feedback(q, "context", "r1", "{}", 3)
+            .await
+            .unwrap();
+        assert_eq!(store.feedback(p, "tools", 10).await.unwrap().len(), 3);
+
+        let before = now_ms();
+        assert_eq!(store.ranking_model(p, "tools").await.unwrap(), None);
+        let first = store
+            .put_ranking_model(p, "tools", "{\"w\":1}", 3)
+            .await
+            .unwrap();
+        assert_eq!((first.version, first.examples), (1, 3));
+        assert!(first.created_at_ms >= before);
+        assert_eq!(store.ranking_model(p, "tools").await.unwrap(), Some(first));
+        let mut newest = None;
+        for i in 0..RANKING_MODEL_VERSIONS_KEPT + 2 {
+            newest = Some(
+                store
+                    .put_ranking_model(p, "tools", &format!("{{\"w\":{i}}}"), 4)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let newest = newest.unwrap();
+        assert_eq!(newest.version, RANKING_MODEL_VERSIONS_KEPT + 3);
+        assert_eq!(
+            newest.params,
+            format!("{{\"w\":{}}}", RANKING_MODEL_VERSIONS_KEPT + 1)
+        );
+        assert_eq!(store.ranking_model(p, "tools").await.unwrap(), Some(newest));
+        assert_eq!(store.ranking_model(p, "context").await.unwrap(), None);
+        assert_eq!(store.ranking_model(q, "tools").await.unwrap(), None);
+        let other = store.put_ranking_model(q, "tools", "{}", 1).await.unwrap();
+        assert_eq!(other.version, 1, "versions count per project");
     }
 
     fn strings(items: &[&str]) -> Vec<String> {

@@ -11,10 +11,10 @@ use crate::PgTls;
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
-    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
-    unknown_sync,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StoreError, SyncRow,
+    attach_principals, connection_inputs, connection_integrations, elect_defaults,
+    group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
+    split_list, sync_taken, to_u64, unique, unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -913,6 +913,141 @@ impl MetadataStore for PgStore {
         }
         tx.commit().await.map_err(backend)?;
         Ok(true)
+    }
+
+    async fn put_feedback(
+        &self,
+        project_id: &str,
+        kind: &str,
+        request_id: &str,
+        example: &str,
+        keep: u32,
+    ) -> Result<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let key = format!("feedback/{project_id}/{kind}");
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "INSERT INTO feedback (project_id, kind, request_id, example, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (project_id, kind, request_id)
+             DO UPDATE SET example = EXCLUDED.example, created_at_ms = EXCLUDED.created_at_ms",
+            &[&project_id, &kind, &request_id, &example, &now_ms()],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "DELETE FROM feedback WHERE project_id = $1 AND kind = $2 AND request_id IN (
+                 SELECT request_id FROM feedback WHERE project_id = $1 AND kind = $2
+                 ORDER BY created_at_ms DESC, request_id DESC OFFSET $3)",
+            &[&project_id, &kind, &i64::from(keep)],
+        )
+        .await
+        .map_err(backend)?;
+        let kept: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM feedback WHERE project_id = $1 AND kind = $2",
+                &[&project_id, &kind],
+            )
+            .await
+            .map_err(backend)?
+            .get(0);
+        tx.commit().await.map_err(backend)?;
+        Ok(to_u64(kept))
+    }
+
+    async fn feedback(&self, project_id: &str, kind: &str, limit: u32) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT example FROM feedback WHERE project_id = $1 AND kind = $2
+                 ORDER BY created_at_ms DESC, request_id DESC LIMIT $3",
+                &[&project_id, &kind, &i64::from(limit)],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn put_ranking_model(
+        &self,
+        project_id: &str,
+        kind: &str,
+        params: &str,
+        examples: u64,
+    ) -> Result<RankingModelRow> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Two routers refitting the same project at once take turns for the next version.
+        let key = format!("ranking_models/{project_id}/{kind}");
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .map_err(backend)?;
+        let version: i64 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0) + 1 FROM ranking_models
+                 WHERE project_id = $1 AND kind = $2",
+                &[&project_id, &kind],
+            )
+            .await
+            .map_err(backend)?
+            .get(0);
+        let created_at_ms = now_ms();
+        let examples_i64 = crate::to_i64(examples)?;
+        tx.execute(
+            "INSERT INTO ranking_models (project_id, kind, version, params, examples, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&project_id, &kind, &version, &params, &examples_i64, &created_at_ms],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "DELETE FROM ranking_models WHERE project_id = $1 AND kind = $2 AND version < $3",
+            &[
+                &project_id,
+                &kind,
+                &(version - RANKING_MODEL_VERSIONS_KEPT as i64),
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(RankingModelRow {
+            project_id: project_id.to_string(),
+            kind: kind.to_string(),
+            version: to_u64(version),
+            params: params.to_string(),
+            examples,
+            created_at_ms,
+        })
+    }
+
+    async fn ranking_model(&self, project_id: &str, kind: &str) -> Result<Option<RankingModelRow>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT version, params, examples, created_at_ms FROM ranking_models
+                 WHERE project_id = $1 AND kind = $2 ORDER BY version DESC LIMIT 1",
+                &[&project_id, &kind],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(row.map(|r| RankingModelRow {
+            project_id: project_id.to_string(),
+            kind: kind.to_string(),
+            version: to_u64(r.get(0)),
+            params: r.get(1),
+            examples: to_u64(r.get(2)),
+            created_at_ms: r.get(3),
+        }))
     }
 }
 

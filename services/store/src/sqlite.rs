@@ -8,10 +8,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RecordEntry, Result, StoreError, SyncRow, attach_principals, connection_inputs,
-    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
-    unknown_sync,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StoreError, SyncRow,
+    attach_principals, connection_inputs, connection_integrations, elect_defaults,
+    group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
+    split_list, sync_taken, to_u64, unique, unknown_sync,
 };
 
 #[derive(Clone)]
@@ -818,6 +818,122 @@ impl MetadataStore for SqliteStore {
             }
             tx.commit()?;
             Ok(true)
+        })
+        .await
+    }
+
+    async fn put_feedback(
+        &self,
+        project_id: &str,
+        kind: &str,
+        request_id: &str,
+        example: &str,
+        keep: u32,
+    ) -> Result<u64> {
+        let (p, k, r, e) = (
+            project_id.to_string(),
+            kind.to_string(),
+            request_id.to_string(),
+            example.to_string(),
+        );
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO feedback (project_id, kind, request_id, example, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (project_id, kind, request_id)
+                 DO UPDATE SET example = excluded.example, created_at_ms = excluded.created_at_ms",
+                params![p, k, r, e, now_ms()],
+            )?;
+            tx.execute(
+                "DELETE FROM feedback WHERE project_id = ?1 AND kind = ?2 AND request_id IN (
+                     SELECT request_id FROM feedback WHERE project_id = ?1 AND kind = ?2
+                     ORDER BY created_at_ms DESC, request_id DESC LIMIT -1 OFFSET ?3)",
+                params![p, k, i64::from(keep)],
+            )?;
+            let kept: i64 = tx.query_row(
+                "SELECT count(*) FROM feedback WHERE project_id = ?1 AND kind = ?2",
+                params![p, k],
+                |row| row.get(0),
+            )?;
+            tx.commit()?;
+            Ok(to_u64(kept))
+        })
+        .await
+    }
+
+    async fn feedback(&self, project_id: &str, kind: &str, limit: u32) -> Result<Vec<String>> {
+        let (p, k) = (project_id.to_string(), kind.to_string());
+        self.with(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT example FROM feedback WHERE project_id = ?1 AND kind = ?2
+                 ORDER BY created_at_ms DESC, request_id DESC LIMIT ?3",
+            )?;
+            stmt.query_map(params![p, k, i64::from(limit)], |row| row.get(0))?
+                .collect()
+        })
+        .await
+    }
+
+    async fn put_ranking_model(
+        &self,
+        project_id: &str,
+        kind: &str,
+        params: &str,
+        examples: u64,
+    ) -> Result<RankingModelRow> {
+        let (p, k, m) = (project_id.to_string(), kind.to_string(), params.to_string());
+        let examples_i64 = crate::to_i64(examples)?;
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            let version: i64 = tx.query_row(
+                "SELECT coalesce(max(version), 0) + 1 FROM ranking_models
+                 WHERE project_id = ?1 AND kind = ?2",
+                params![p, k],
+                |row| row.get(0),
+            )?;
+            let created_at_ms = now_ms();
+            tx.execute(
+                "INSERT INTO ranking_models
+                     (project_id, kind, version, params, examples, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![p, k, version, m, examples_i64, created_at_ms],
+            )?;
+            tx.execute(
+                "DELETE FROM ranking_models WHERE project_id = ?1 AND kind = ?2 AND version < ?3",
+                params![p, k, version - RANKING_MODEL_VERSIONS_KEPT as i64],
+            )?;
+            tx.commit()?;
+            Ok(RankingModelRow {
+                project_id: p,
+                kind: k,
+                version: to_u64(version),
+                params: m,
+                examples,
+                created_at_ms,
+            })
+        })
+        .await
+    }
+
+    async fn ranking_model(&self, project_id: &str, kind: &str) -> Result<Option<RankingModelRow>> {
+        let (p, k) = (project_id.to_string(), kind.to_string());
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT version, params, examples, created_at_ms FROM ranking_models
+                 WHERE project_id = ?1 AND kind = ?2 ORDER BY version DESC LIMIT 1",
+            )?
+            .query_row(params![p, k], |row| {
+                Ok(RankingModelRow {
+                    project_id: p.clone(),
+                    kind: k.clone(),
+                    version: to_u64(row.get(0)?),
+                    params: row.get(1)?,
+                    examples: to_u64(row.get(2)?),
+                    created_at_ms: row.get(3)?,
+                })
+            })
+            .optional()
         })
         .await
     }
