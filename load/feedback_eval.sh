@@ -4,7 +4,7 @@
 # and hybrid on the held-out half, then hybrid again once the project's model has been refit
 # from the other half's feedback. All through one `agentsearch serve`.
 #
-#   load/feedback_eval.sh [--out-dir DIR] [--levels "0.25 0.5 0.75"] [--bin target/release/agentsearch]
+#   load/feedback_eval.sh [--out-dir DIR] [--levels "0.25 0.5 0.75"] [--scifact] [--bin target/release/agentsearch]
 #
 # Then: python3 load/feedback_table.py DIR
 set -euo pipefail
@@ -13,12 +13,14 @@ out_dir=feedback-eval
 levels="0.25 0.5 0.75"
 bin=${CARGO_TARGET_DIR:-target}/release/agentsearch
 data=../shared/data/eval
+scifact=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out-dir) out_dir=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --scifact) scifact=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -42,8 +44,9 @@ sets=(
   "toollens toollens test"
   "bfcl bfcl test"
   "metatool-multi metatool multi"
-  "metatool-test metatool test --max-queries 3000"
 )
+# SciFact through context search (clean only: each condition re-ingests 5,183 records) with
+# --scifact.
 for set in "${sets[@]}"; do
   read -r name dataset split extra <<<"$set"
   conditions="clean"
@@ -58,4 +61,9 @@ for set in "${sets[@]}"; do
       --out "$out_dir/$name.$condition.json"
   done
 done
+if [ "$scifact" = 1 ]; then
+  echo "== scifact clean" >&2
+  "$bin" eval --server "$grpc" --dataset "$data/scifact" --split train --kind passages \
+    --modes lexical,dense,hybrid --feedback-half --out "$out_dir/scifact.clean.json"
+fi
 echo "reports in $out_dir; python3 load/feedback_table.py $out_dir" >&2

@@ -69,10 +69,11 @@ pub struct EvalArgs {
     /// embedding), so ranking settings can be compared by restarting only the server.
     #[arg(long)]
     pub project: Option<String>,
-    /// Learning from feedback (tools only): score the hybrid ranking on one half of the queries
-    /// (fixed by query id), send the other half's searches with the judged tools as feedback
-    /// (`RecordToolFeedback`), wait for the project's ranking model to be refit, and score the
-    /// first half again (`hybrid+feedback`). Use a fresh project: the model stays with it.
+    /// Learning from feedback: score the hybrid ranking on one half of the queries (fixed by
+    /// query id), send the other half's searches with the judged tools (`RecordToolFeedback`) or
+    /// the judged records among the results (`RecordContextFeedback`) as feedback, wait for the
+    /// project's ranking model to be refit, and score the first half again
+    /// (`hybrid+feedback`). Use a fresh project: the model stays with it.
     #[arg(long)]
     pub feedback_half: bool,
 }
@@ -99,10 +100,7 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         args.split
     );
     let passages = args.kind == "passages";
-    anyhow::ensure!(
-        !(args.feedback_half && passages),
-        "--feedback-half: only for --kind tools"
-    );
+
     let (tools, doc_of) = if passages {
         (Vec::new(), HashMap::new())
     } else {
@@ -236,21 +234,39 @@ pub async fn run(args: EvalArgs, config: Config) -> anyhow::Result<()> {
         results.push((mode.clone(), summary, stats));
     }
     if args.feedback_half {
-        let mut client = ToolSearchClient::new(channel.clone());
-        let version = feed(&args, &mut client, &project, &fed, &dataset, &doc_of).await?;
+        let version = if passages {
+            feed_passages(&args, channel.clone(), &project, &fed, &dataset).await?
+        } else {
+            let mut client = ToolSearchClient::new(channel.clone());
+            feed(&args, &mut client, &project, &fed, &dataset, &doc_of).await?
+        };
         eprintln!("ranking model version {version} in force; scoring the held-out half again");
-        let (summary, stats) = run_mode(
-            &args,
-            channel.clone(),
-            &project,
-            "hybrid",
-            &queries,
-            &inputs,
-            &dataset,
-            &doc_of,
-            None,
-        )
-        .await?;
+        let (summary, stats) = if passages {
+            run_mode_passages(
+                &args,
+                channel.clone(),
+                &project,
+                "hybrid",
+                &queries,
+                &inputs,
+                &dataset,
+                None,
+            )
+            .await?
+        } else {
+            run_mode(
+                &args,
+                channel.clone(),
+                &project,
+                "hybrid",
+                &queries,
+                &inputs,
+                &dataset,
+                &doc_of,
+                None,
+            )
+            .await?
+        };
         results.push(("hybrid+feedback".to_string(), summary, stats));
     }
     if let Some(mut out) = dump {
@@ -350,8 +366,18 @@ async fn feed(
         "feedback on {sent} searches sent in {:.1} s; waiting for the refit",
         started.elapsed().as_secs_f64()
     );
-    // The model settles when no new version has appeared for a while after the last feedback.
-    let settle = Duration::from_secs(15);
+    settle(args, client, project).await
+}
+
+/// Waits until the project's tool model has had time to be refit after the last feedback and no
+/// new version has appeared for a while; returns the version in force (0: the refit learned
+/// nothing that generalises, the deployment's weights stand).
+async fn settle(
+    args: &EvalArgs,
+    client: &mut ToolSearchClient<Channel>,
+    project: &str,
+) -> anyhow::Result<u64> {
+    let quiet = Duration::from_secs(20);
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut last = (0u64, Instant::now());
     loop {
@@ -371,12 +397,110 @@ async fn feed(
             .unwrap_or_default();
         if usage.ranking_model != last.0 {
             last = (usage.ranking_model, Instant::now());
-        } else if last.0 > 0 && last.1.elapsed() >= settle {
+        } else if last.1.elapsed() >= quiet {
             return Ok(last.0);
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "no ranking model settled within 10 minutes of the feedback"
+            "the ranking model kept changing for 10 minutes after the feedback"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// [`feed`] for passages: each fed query is searched (50 records) and the judged records among
+/// the results are sent as opened; then waits like [`settle`] on the context model.
+async fn feed_passages(
+    args: &EvalArgs,
+    channel: Channel,
+    project: &str,
+    fed: &[(&agentsearch_eval::beir::Query, QueryInput)],
+    dataset: &Dataset,
+) -> anyhow::Result<u64> {
+    let mut client = ContextSearchClient::new(channel).max_decoding_message_size(64 << 20);
+    let started = Instant::now();
+    let mut sent = 0usize;
+    for (i, (q, input)) in fed.iter().enumerate() {
+        let Some(judged) = dataset.qrels.get(&q.id) else {
+            continue;
+        };
+        let request_id = format!("eval-feedback-{i}");
+        let mut request = tonic::Request::new(pb::ContextSearchRequest {
+            project_id: project.to_string(),
+            query: input.text.clone(),
+            query_embedding: input.embedding("hybrid"),
+            top_k: Some(50),
+            segments_per_record: Some(1),
+            mode: Some("hybrid".to_string()),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        request
+            .metadata_mut()
+            .insert("x-request-id", request_id.parse().context("request id")?);
+        let response = client
+            .search(request)
+            .await
+            .map_err(crate::client::call_error)?
+            .into_inner();
+        let opened: Vec<String> = response
+            .results
+            .iter()
+            .filter(|r| {
+                let doc =
+                    r.id.strip_prefix(&format!("{}.", r.sync_id))
+                        .unwrap_or(&r.id);
+                judged.get(doc).is_some_and(|grade| *grade > 0)
+            })
+            .map(|r| r.id.clone())
+            .take(50)
+            .collect();
+        if opened.is_empty() {
+            continue;
+        }
+        let mut request = tonic::Request::new(pb::ContextFeedbackRequest {
+            project_id: project.to_string(),
+            request_id,
+            opened_records: opened,
+        });
+        authorize(args, request.metadata_mut())?;
+        client
+            .record_context_feedback(request)
+            .await
+            .map_err(crate::client::call_error)?;
+        sent += 1;
+    }
+    eprintln!(
+        "feedback on {sent} searches sent in {:.1} s; waiting for the refit",
+        started.elapsed().as_secs_f64()
+    );
+    let quiet = Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last = (0u64, Instant::now());
+    loop {
+        let mut request = tonic::Request::new(pb::ContextSearchRequest {
+            project_id: project.to_string(),
+            query: "feedback evaluation probe".to_string(),
+            top_k: Some(1),
+            ..Default::default()
+        });
+        authorize(args, request.metadata_mut())?;
+        let version = client
+            .search(request)
+            .await
+            .map_err(crate::client::call_error)?
+            .into_inner()
+            .usage
+            .unwrap_or_default()
+            .ranking_model;
+        if version != last.0 {
+            last = (version, Instant::now());
+        } else if last.1.elapsed() >= quiet {
+            return Ok(last.0);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the context model kept changing for 10 minutes after the feedback"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -387,10 +387,13 @@ impl Router {
     }
 
     /// The best passages the identity may read, grouped by record.
+    /// `user` is the token's user (`None` for service callers): only they may give feedback on
+    /// this search.
     pub async fn search_context(
         &self,
         req: ContextSearch,
         request_id: &str,
+        user: Option<&str>,
     ) -> Result<ContextSearchResponse> {
         let started = Instant::now();
         let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
@@ -666,9 +669,18 @@ impl Router {
             hits.iter().map(|h| (h.key(), f64::from(h.score))).collect()
         };
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
+        // The project's context model, learned from its feedback, or the deployment's weights.
+        let model = self
+            .ranking_model(crate::feedback::CONTEXT, &req.project_id)
+            .await;
+        let weights = model
+            .as_ref()
+            .map_or([settings.lexical_weight, settings.dense_weight], |m| {
+                m.weights
+            });
         let (fused, floor) = fuse_keyed(
             &self.settings.search,
-            [settings.lexical_weight, settings.dense_weight],
+            weights,
             &as_refs(&lexical_keys),
             &as_refs(&dense_keys),
         );
@@ -717,9 +729,16 @@ impl Router {
                 .collect()
         };
         let (lexical_records, dense_records) = (best_per_record(&lexical), best_per_record(&dense));
+        self.search_log.record(
+            crate::feedback::CONTEXT,
+            &req.project_id,
+            user,
+            request_id,
+            || crate::feedback::Lists::of_records(&lexical_records, &dense_records),
+        );
         let (record_fused, record_floor) = fuse_keyed(
             &self.settings.search,
-            [settings.lexical_weight, settings.dense_weight],
+            weights,
             &as_refs(&lexical_records),
             &as_refs(&dense_records),
         );
@@ -815,6 +834,7 @@ impl Router {
             underfilled: returned < req.top_k,
             permission_filtered: true,
             identities,
+            ranking_model: model.map_or(0, |m| m.version),
         };
         Ok(ContextSearchResponse {
             results,

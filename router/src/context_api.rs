@@ -476,6 +476,9 @@ pub struct ContextUsage {
     pub underfilled: bool,
     pub permission_filtered: bool,
     pub identities: AppliedIdentities,
+    /// The version of the project's context ranking model, learned from its feedback, that
+    /// fused the retrievers' lists; 0: the deployment's weights.
+    pub ranking_model: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

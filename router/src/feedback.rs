@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 use crate::Router;
 use crate::search::fuse_keyed;
 
-/// The kind of search tool feedback is stored under.
+/// The kinds of search feedback is stored under: tool search and context search.
 pub const TOOLS: &str = "tools";
+pub const CONTEXT: &str = "context";
 /// Feedback examples the store keeps per project and kind (the oldest go first).
 pub const EXAMPLES_KEPT: u32 = 5_000;
 /// Examples a refit reads (the newest).
@@ -43,6 +44,9 @@ pub const MIN_GAIN: f64 = 0.005;
 pub const MAX_CALLED: usize = 50;
 /// The longest request id feedback may name.
 pub const MAX_REQUEST_ID: usize = 128;
+/// How long a search waits for the store's answer about its project's model before ranking with
+/// what it had (the default weights, or the model it read last).
+pub const MODEL_LOOKUP_TIMEOUT: Duration = Duration::from_millis(250);
 /// How long a project's model is used before the store is asked again (a model another router
 /// refit reaches this one within it).
 pub const MODEL_TTL: Duration = Duration::from_secs(10);
@@ -62,6 +66,27 @@ impl Lists {
             lexical: pairs(lexical),
             dense: pairs(dense),
         }
+    }
+
+    /// A context search's record-level lists: keys `{syncId}\n{recordId}` become record ids
+    /// `{syncId}.{recordId}`.
+    pub fn of_records(lexical: &[(String, f64)], dense: &[(String, f64)]) -> Self {
+        let pairs = |list: &[(String, f64)]| {
+            list.iter()
+                .map(|(key, score)| (key.replacen('\n', ".", 1), *score as f32))
+                .collect()
+        };
+        Self {
+            lexical: pairs(lexical),
+            dense: pairs(dense),
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.lexical
+            .iter()
+            .chain(&self.dense)
+            .any(|(n, _)| n == name)
     }
 
     fn bytes(&self) -> usize {
@@ -96,6 +121,23 @@ pub struct ModelParams {
     /// The cross-validated mean gain of choosing weights from feedback (see [`fit`]).
     #[serde(default)]
     pub cv_gain: f64,
+    /// The deployment's fusion settings the model was fitted under ([`fusion_fingerprint`]): a
+    /// model is used only under the same settings.
+    #[serde(default)]
+    pub fusion: String,
+}
+
+/// The fusion settings a learned model depends on, and the deployment's weights for `base`.
+pub fn fusion_fingerprint(search: &SearchConfig, base: [f64; 2]) -> String {
+    format!(
+        "{:?} base={:?} rrf_k={} cosine_reference={} cosine_exponent={} margin_exponent={}",
+        search.fusion,
+        base,
+        search.rrf_k,
+        search.cosine_reference,
+        search.cosine_exponent,
+        search.margin_exponent
+    )
 }
 
 /// The model a project's searches use.
@@ -108,18 +150,22 @@ pub struct ProjectModel {
 /// A project's model as last read from the store, and when (`None`: it has none).
 pub(crate) type CachedModel = (Instant, Option<Arc<ProjectModel>>);
 
-/// The searches of the last `feedback_log_secs`, by project and request id.
+/// The searches of the last `feedback_log_secs`, by kind, project and request id.
 pub(crate) struct SearchLog {
-    entries: Option<moka::sync::Cache<(String, String), Arc<Lists>>>,
+    entries: Option<moka::sync::Cache<LogKey, Arc<Lists>>>,
 }
+
+/// Kind, project, the searching user (empty for service callers) and request id.
+type LogKey = (&'static str, String, String, String);
 
 impl SearchLog {
     pub fn new(search: &SearchConfig) -> Self {
         let entries = (search.feedback_log_mib > 0).then(|| {
             moka::sync::Cache::builder()
                 .max_capacity(search.feedback_log_mib << 20)
-                .weigher(|key: &(String, String), lists: &Arc<Lists>| {
-                    u32::try_from(key.0.len() + key.1.len() + lists.bytes()).unwrap_or(u32::MAX)
+                .weigher(|key: &LogKey, lists: &Arc<Lists>| {
+                    u32::try_from(key.1.len() + key.2.len() + key.3.len() + lists.bytes())
+                        .unwrap_or(u32::MAX)
                 })
                 .time_to_live(Duration::from_secs(search.feedback_log_secs.max(1)))
                 .build()
@@ -133,20 +179,39 @@ impl SearchLog {
 
     /// Keeps a search's lists. A search with one list teaches fusion nothing, but its feedback
     /// is still taken (and kept for the refit, where it weighs the same under every weighting).
-    pub fn record(&self, project_id: &str, request_id: &str, lexical: &[Hit], dense: &[Hit]) {
+    pub fn record(
+        &self,
+        kind: &'static str,
+        project_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+        lists: impl FnOnce() -> Lists,
+    ) {
         if let Some(entries) = &self.entries {
-            entries.insert(
-                (project_id.to_string(), request_id.to_string()),
-                Arc::new(Lists::of(lexical, dense)),
-            );
+            entries.insert(key(kind, project_id, user, request_id), Arc::new(lists()));
         }
     }
 
-    fn get(&self, project_id: &str, request_id: &str) -> Option<Arc<Lists>> {
+    fn get(
+        &self,
+        kind: &'static str,
+        project_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Option<Arc<Lists>> {
         self.entries
             .as_ref()?
-            .get(&(project_id.to_string(), request_id.to_string()))
+            .get(&key(kind, project_id, user, request_id))
     }
+}
+
+fn key(kind: &'static str, project_id: &str, user: Option<&str>, request_id: &str) -> LogKey {
+    (
+        kind,
+        project_id.to_string(),
+        user.unwrap_or_default().to_string(),
+        request_id.to_string(),
+    )
 }
 
 /// What a feedback call reports back.
@@ -162,10 +227,24 @@ pub struct FeedbackOutcome {
 
 /// Validates a feedback request's fields, naming the offending one.
 pub fn validate_feedback(request_id: &str, called: &[String]) -> Result<()> {
+    validate_used(request_id, called, "calledTools", "tool the agent called")
+}
+
+/// [`validate_feedback`] for context search: `openedRecords`.
+pub fn validate_context_feedback(request_id: &str, opened: &[String]) -> Result<()> {
+    validate_used(
+        request_id,
+        opened,
+        "openedRecords",
+        "record the user opened",
+    )
+}
+
+fn validate_used(request_id: &str, called: &[String], field: &str, what: &str) -> Result<()> {
     if request_id.trim().is_empty() {
         return Err(Error::invalid(
             "requestId",
-            "is required: the x-request-id of the tool search",
+            "is required: the x-request-id of the search",
         ));
     }
     if request_id.len() > MAX_REQUEST_ID {
@@ -176,25 +255,25 @@ pub fn validate_feedback(request_id: &str, called: &[String]) -> Result<()> {
     }
     if called.is_empty() {
         return Err(Error::invalid(
-            "calledTools",
-            "must name at least one tool the agent called",
+            field,
+            format!("must name at least one {what}"),
         ));
     }
     if called.len() > MAX_CALLED {
         return Err(Error::invalid(
-            "calledTools",
-            format!("must name at most {MAX_CALLED} tools, got {}", called.len()),
+            field,
+            format!("must name at most {MAX_CALLED}, got {}", called.len()),
         ));
     }
     let mut seen = HashSet::new();
     for (i, name) in called.iter().enumerate() {
         if name.trim().is_empty() {
-            return Err(Error::invalid(format!("calledTools[{i}]"), "is empty"));
+            return Err(Error::invalid(format!("{field}[{i}]"), "is empty"));
         }
         if !seen.insert(name.as_str()) {
             return Err(Error::invalid(
-                format!("calledTools[{i}]"),
-                "repeats an earlier tool",
+                format!("{field}[{i}]"),
+                "repeats an earlier one",
             ));
         }
     }
@@ -218,39 +297,89 @@ impl Refits {
 }
 
 impl Router {
-    /// The model the project's tool searches use now (`None`: the deployment's weights), asked
-    /// of the store at most every [`MODEL_TTL`]. A store failure keeps the default: ranking never
-    /// fails for want of a model.
-    pub(crate) async fn ranking_model(&self, project_id: &str) -> Option<Arc<ProjectModel>> {
+    /// The model the project's searches of `kind` use now (`None`: the deployment's weights),
+    /// asked of the store at most every [`MODEL_TTL`]. A store failure keeps the default: ranking
+    /// never fails for want of a model.
+    pub(crate) async fn ranking_model(
+        &self,
+        kind: &'static str,
+        project_id: &str,
+    ) -> Option<Arc<ProjectModel>> {
         if !self.search_log.enabled() {
             return None;
         }
-        if let Some((at, model)) = self.models.lock().get(project_id)
+        let key = format!("{kind}/{project_id}");
+        let cached = self.models.lock().get(&key).cloned();
+        if let Some((at, model)) = &cached
             && at.elapsed() < MODEL_TTL
         {
             return model.clone();
         }
-        let model = match self.store.ranking_model(project_id, TOOLS).await {
-            Ok(row) => row.and_then(|row| {
+        let previous = cached.and_then(|(_, model)| model);
+        let lookup = tokio::time::timeout(
+            MODEL_LOOKUP_TIMEOUT,
+            self.store.ranking_model(project_id, kind),
+        )
+        .await;
+        let model = match lookup {
+            Ok(Ok(row)) => row.and_then(|row| {
                 let params: ModelParams = serde_json::from_str(&row.params)
                     .inspect_err(|e| {
-                        tracing::warn!(project_id, version = row.version, error = %e, "unreadable ranking model");
+                        tracing::warn!(project_id, kind, version = row.version, error = %e, "unreadable ranking model");
                     })
                     .ok()?;
-                Some(Arc::new(ProjectModel {
-                    version: row.version,
-                    weights: params.weights,
-                }))
+                self.usable(kind, &params).then(|| {
+                    Arc::new(ProjectModel {
+                        version: row.version,
+                        weights: params.weights,
+                    })
+                })
             }),
-            Err(err) => {
-                tracing::warn!(project_id, error = %err, "ranking model lookup failed; default weights");
-                return None;
+            Ok(Err(err)) => {
+                tracing::warn!(project_id, kind, error = %err, "ranking model lookup failed; keeping the last one");
+                previous.clone()
+            }
+            Err(_) => {
+                tracing::warn!(project_id, kind, "ranking model lookup timed out; keeping the last one");
+                previous.clone()
             }
         };
-        self.models
-            .lock()
-            .insert(project_id.to_string(), (Instant::now(), model.clone()));
+        self.cache_model(key, model)
+    }
+
+    /// Caches `model` for the project unless a newer version is cached already (a refit that
+    /// finished while this lookup ran); returns what is cached.
+    fn cache_model(
+        &self,
+        key: String,
+        model: Option<Arc<ProjectModel>>,
+    ) -> Option<Arc<ProjectModel>> {
+        let mut models = self.models.lock();
+        let newer = models
+            .get(&key)
+            .and_then(|(_, m)| m.clone())
+            .filter(|cached| model.as_ref().is_none_or(|m| cached.version > m.version));
+        let model = newer.or(model);
+        models.insert(key, (Instant::now(), model.clone()));
         model
+    }
+
+    /// A stored model is used when it learned something under the fusion settings in force.
+    fn usable(&self, kind: &str, params: &ModelParams) -> bool {
+        params.learned
+            && params.fusion == fusion_fingerprint(&self.settings.search, self.base_weights(kind))
+            && params.weights.iter().all(|w| w.is_finite() && *w > 0.0)
+    }
+
+    /// The deployment's fusion weights for searches of `kind`.
+    fn base_weights(&self, kind: &str) -> [f64; 2] {
+        if kind == CONTEXT {
+            let c = &self.settings.context;
+            [c.lexical_weight, c.dense_weight]
+        } else {
+            let s = &self.settings.search;
+            [s.lexical_weight, s.dense_weight]
+        }
     }
 
     /// Records which tools were called after the tool search `request_id` of the project, then
@@ -258,16 +387,12 @@ impl Router {
     pub async fn tool_feedback(
         self: &Arc<Self>,
         project_id: &str,
+        user: Option<&str>,
         request_id: &str,
         called: Vec<String>,
     ) -> Result<FeedbackOutcome> {
         validate_feedback(request_id, &called)?;
-        if !self.search_log.enabled() {
-            return Err(Error::NotSupported {
-                message: "feedback is off in this deployment (search.feedback_log_mib = 0)".into(),
-                field: None,
-            });
-        }
+        self.feedback_enabled()?;
         let known: HashSet<String> = self
             .store
             .catalog_entries(project_id, &called)
@@ -281,29 +406,90 @@ impl Router {
                 "is not a tool of this project's catalog",
             ));
         }
-        let Some(lists) = self.search_log.get(project_id, request_id) else {
+        let lists = self.logged(TOOLS, project_id, user, request_id)?;
+        self.keep_example(TOOLS, project_id, request_id, &lists, called)
+            .await
+    }
+
+    /// Records which records the user opened after the context search `request_id` of the
+    /// project (each among that search's candidates, so nobody learns of a record through
+    /// feedback), then refits the project's context model in the background.
+    pub async fn context_feedback(
+        self: &Arc<Self>,
+        project_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+        opened: Vec<String>,
+    ) -> Result<FeedbackOutcome> {
+        validate_context_feedback(request_id, &opened)?;
+        self.feedback_enabled()?;
+        let lists = self.logged(CONTEXT, project_id, user, request_id)?;
+        if let Some(i) = opened.iter().position(|id| !lists.contains(id)) {
             return Err(Error::invalid(
-                "requestId",
-                format!(
-                    "no tool search of this project with this request id in the last {} s on \
-                     this router",
-                    self.settings.search.feedback_log_secs
-                ),
+                format!("openedRecords[{i}]"),
+                "was not among that search's candidates",
             ));
-        };
+        }
+        self.keep_example(CONTEXT, project_id, request_id, &lists, opened)
+            .await
+    }
+
+    fn feedback_enabled(&self) -> Result<()> {
+        if self.search_log.enabled() {
+            Ok(())
+        } else {
+            Err(Error::NotSupported {
+                message: "feedback is off in this deployment (search.feedback_log_mib = 0)".into(),
+                field: None,
+            })
+        }
+    }
+
+    /// The search `request_id` of the project by the same caller (a user's token for a user's
+    /// search, a service caller for a service caller's).
+    fn logged(
+        &self,
+        kind: &'static str,
+        project_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<Arc<Lists>> {
+        self.search_log
+            .get(kind, project_id, user, request_id)
+            .ok_or_else(|| {
+                let what = if kind == CONTEXT { "context" } else { "tool" };
+                Error::invalid(
+                    "requestId",
+                    format!(
+                        "no {what} search of this project by this caller with this request id \
+                         in the last {} s on this router",
+                        self.settings.search.feedback_log_secs
+                    ),
+                )
+            })
+    }
+
+    async fn keep_example(
+        self: &Arc<Self>,
+        kind: &'static str,
+        project_id: &str,
+        request_id: &str,
+        lists: &Lists,
+        called: Vec<String>,
+    ) -> Result<FeedbackOutcome> {
         let example = Example {
-            lists: (*lists).clone(),
+            lists: lists.clone(),
             called,
         };
         let json = serde_json::to_string(&example)
             .map_err(|e| Error::Internal(format!("feedback example: {e}")))?;
         let examples = self
             .store
-            .put_feedback(project_id, TOOLS, request_id, &json, EXAMPLES_KEPT)
+            .put_feedback(project_id, kind, request_id, &json, EXAMPLES_KEPT)
             .await?;
-        self.schedule_refit(project_id);
+        self.schedule_refit(kind, project_id);
         let ranking_model = self
-            .ranking_model(project_id)
+            .ranking_model(kind, project_id)
             .await
             .map_or(0, |m| m.version);
         Ok(FeedbackOutcome {
@@ -314,14 +500,15 @@ impl Router {
 
     /// Starts a refit of the project's model unless one is running (then that one runs again
     /// when it ends).
-    fn schedule_refit(self: &Arc<Self>, project_id: &str) {
+    fn schedule_refit(self: &Arc<Self>, kind: &'static str, project_id: &str) {
+        let key = format!("{kind}/{project_id}");
         {
             let mut running = self.refits.running.lock();
-            if let Some(again) = running.get_mut(project_id) {
+            if let Some(again) = running.get_mut(&key) {
                 *again = true;
                 return;
             }
-            running.insert(project_id.to_string(), false);
+            running.insert(key.clone(), false);
         }
         let router = self.clone();
         let project_id = project_id.to_string();
@@ -331,14 +518,19 @@ impl Router {
                     router.settings.search.feedback_refit_secs,
                 ))
                 .await;
-                if let Err(err) = router.refit(&project_id).await {
-                    tracing::warn!(project_id, error = %err, "ranking model refit failed");
+                let refit = std::panic::AssertUnwindSafe(router.refit(kind, &project_id));
+                match futures::FutureExt::catch_unwind(refit).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(err)) => {
+                        tracing::warn!(project_id, kind, error = %err, "ranking model refit failed")
+                    }
+                    Err(_) => tracing::error!(project_id, kind, "ranking model refit panicked"),
                 }
                 let mut running = router.refits.running.lock();
-                match running.get_mut(&project_id) {
+                match running.get_mut(&key) {
                     Some(again) if *again => *again = false,
                     _ => {
-                        running.remove(&project_id);
+                        running.remove(&key);
                         break;
                     }
                 }
@@ -346,8 +538,8 @@ impl Router {
         });
     }
 
-    /// Fits the project's model on its newest feedback and stores it as a new version.
-    pub(crate) async fn refit(&self, project_id: &str) -> Result<ProjectModel> {
+    /// Fits the project's model of `kind` on its newest feedback and stores it as a new version.
+    pub(crate) async fn refit(&self, kind: &'static str, project_id: &str) -> Result<ProjectModel> {
         let _permit = self
             .refits
             .permit
@@ -357,21 +549,23 @@ impl Router {
             .map_err(|e| Error::Internal(e.to_string()))?;
         let rows = self
             .store
-            .feedback(project_id, TOOLS, EXAMPLES_FITTED)
+            .feedback(project_id, kind, EXAMPLES_FITTED)
             .await?;
         let examples: Vec<Example> = rows
             .iter()
             .filter_map(|row| serde_json::from_str(row).ok())
             .collect();
         let search = self.settings.search.clone();
-        let params = tokio::task::spawn_blocking(move || fit(&search, &examples))
+        let base = self.base_weights(kind);
+        let fitted = examples.len() as u64;
+        let params = tokio::task::spawn_blocking(move || fit(&search, base, &examples))
             .await
             .map_err(|e| Error::Internal(format!("refit task: {e}")))?;
         let json = serde_json::to_string(&params)
             .map_err(|e| Error::Internal(format!("ranking model: {e}")))?;
         let row = self
             .store
-            .put_ranking_model(project_id, TOOLS, &json, rows.len() as u64)
+            .put_ranking_model(project_id, kind, &json, fitted)
             .await?;
         let model = ProjectModel {
             version: row.version,
@@ -379,6 +573,7 @@ impl Router {
         };
         tracing::info!(
             project_id,
+            kind,
             version = row.version,
             examples = row.examples,
             learned = params.learned,
@@ -388,18 +583,20 @@ impl Router {
             cv_gain = params.cv_gain,
             "ranking model refit"
         );
-        self.models.lock().insert(
-            project_id.to_string(),
-            (Instant::now(), Some(Arc::new(model.clone()))),
-        );
+        let used = self.usable(kind, &params).then(|| Arc::new(model.clone()));
+        self.models
+            .lock()
+            .insert(format!("{kind}/{project_id}"), (Instant::now(), used));
         Ok(model)
     }
 }
 
-/// The directions the refit tries: lexical and dense weights `(cos a, sin a)` for `a` from 0 to
-/// 90 degrees in steps of 5 (only the ratio of the weights changes a ranking).
+/// The directions the refit tries: lexical and dense weights `(cos a, sin a)` for `a` from 5 to
+/// 85 degrees in steps of 5 (only the ratio of the weights changes a ranking). Neither weight is
+/// ever 0: a model never switches a retriever off, so a tool only one retriever finds can still
+/// be found.
 fn grid() -> impl Iterator<Item = [f64; 2]> {
-    (0..=18).map(|step| {
+    (1..=17).map(|step| {
         let angle = f64::from(step) * 5.0_f64.to_radians();
         let (sin, cos) = angle.sin_cos();
         [cos.max(0.0), sin.max(0.0)]
@@ -415,8 +612,7 @@ const FOLDS: usize = 5;
 /// mean gain over the deployment's weights of at least [`MIN_GAIN`], over at least
 /// [`MIN_EXAMPLES`] examples. Otherwise the model keeps the deployment's weights. Pure and
 /// deterministic; ties go to the deployment's weights, then to the first direction of the grid.
-pub fn fit(search: &SearchConfig, examples: &[Example]) -> ModelParams {
-    let base = [search.lexical_weight, search.dense_weight];
+pub fn fit(search: &SearchConfig, base: [f64; 2], examples: &[Example]) -> ModelParams {
     let mut weightings = vec![base];
     weightings.extend(grid().filter(|w| *w != base));
     // scores[w][i]: nDCG@10 of example i under weighting w.
@@ -469,6 +665,7 @@ pub fn fit(search: &SearchConfig, examples: &[Example]) -> ModelParams {
         default_ndcg,
         ndcg: mean_over(chosen, &|_| true),
         cv_gain,
+        fusion: fusion_fingerprint(search, base),
     }
 }
 
@@ -532,7 +729,11 @@ mod tests {
     fn too_few_examples_keep_the_default() {
         let search = SearchConfig::default();
         let e = example(&[("a", 9.0), ("b", 1.0)], &[("b", 0.9), ("a", 0.1)], &["a"]);
-        let params = fit(&search, &vec![e; MIN_EXAMPLES - 1]);
+        let params = fit(
+            &search,
+            [search.lexical_weight, search.dense_weight],
+            &vec![e; MIN_EXAMPLES - 1],
+        );
         assert!(!params.learned);
         assert_eq!(params.weights, [search.lexical_weight, search.dense_weight]);
     }
@@ -559,13 +760,21 @@ mod tests {
                 example(&lex, &den, &[names[0].as_str()])
             })
             .collect();
-        let params = fit(&search, &lexical_right);
+        let params = fit(
+            &search,
+            [search.lexical_weight, search.dense_weight],
+            &lexical_right,
+        );
         assert!(params.learned, "{params:?}");
         assert!(params.weights[0] > params.weights[1], "{params:?}");
         assert!(params.ndcg > params.default_ndcg + MIN_GAIN);
         assert!(params.cv_gain >= MIN_GAIN, "{params:?}");
         let dense_right: Vec<Example> = lexical_right.iter().map(example_swapped).collect();
-        let params = fit(&search, &dense_right);
+        let params = fit(
+            &search,
+            [search.lexical_weight, search.dense_weight],
+            &dense_right,
+        );
         assert!(
             !params.learned || params.weights[1] > params.weights[0],
             "{params:?}"
@@ -634,8 +843,8 @@ mod tests {
         #[test]
         fn fit_never_loses_on_its_examples(examples in prop::collection::vec(arb_example(), 0..40)) {
             let search = SearchConfig::default();
-            let a = fit(&search, &examples);
-            prop_assert_eq!(&a, &fit(&search, &examples));
+            let a = fit(&search, [search.lexical_weight, search.dense_weight], &examples);
+            prop_assert_eq!(&a, &fit(&search, [search.lexical_weight, search.dense_weight], &examples));
             prop_assert!(a.ndcg >= a.default_ndcg);
             prop_assert!(a.weights.iter().all(|w| w.is_finite() && *w >= 0.0));
             if !a.learned {

@@ -323,10 +323,15 @@ impl ToolSearch for PublicGrpc {
         let begun = self.begin(&request);
         let request_id = begun.request_id.clone();
         let r = request.into_inner();
-        let (project_id, _ctx) = begun.authorize(&r.project_id)?;
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let outcome = self
             .router
-            .tool_feedback(&project_id, &r.request_id, r.called_tools)
+            .tool_feedback(
+                &project_id,
+                ctx.user.as_deref(),
+                &r.request_id,
+                r.called_tools,
+            )
             .await
             .map_err(|e| status_from_error(&e, &request_id))?;
         Ok(Response::new(pb::ToolFeedbackResponse {

@@ -117,6 +117,7 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
                     source: e.source,
                 })
                 .collect(),
+            ranking_model: u.ranking_model,
         }),
         trace: r.trace.map(|t| pb::Trace {
             total_ms: t.total_ms,
@@ -187,10 +188,34 @@ impl ContextSearch for PublicGrpc {
         bind_identity(&mut validated.identity, ctx.user.as_deref()).map_err(fail)?;
         let response = self
             .router()
-            .search_context(validated, &request_id)
+            .search_context(validated, &request_id, ctx.user.as_deref())
             .await
             .map_err(fail)?;
         Ok(Response::new(search_to_proto(response)))
+    }
+
+    async fn record_context_feedback(
+        &self,
+        request: Request<pb::ContextFeedbackRequest>,
+    ) -> Result<Response<pb::ContextFeedbackResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let r = request.into_inner();
+        let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        let outcome = self
+            .router()
+            .context_feedback(
+                &project_id,
+                ctx.user.as_deref(),
+                &r.request_id,
+                r.opened_records,
+            )
+            .await
+            .map_err(|e| status_from_error(&e, &request_id))?;
+        Ok(Response::new(pb::ContextFeedbackResponse {
+            examples: outcome.examples,
+            ranking_model: outcome.ranking_model,
+        }))
     }
 
     async fn read_segment_context(

@@ -508,14 +508,7 @@ async fn tool_feedback(
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let body = call.body(&headers, body, FEEDBACK_BODY_LIMIT).await?;
     let (request_id, called) = parse_off_runtime(body, |body| {
-        let mut object = parse_object(body)?;
-        reject_unknown(&object, &["requestId", "calledTools"])?;
-        let request_id = match object.remove("requestId") {
-            Some(Value::String(id)) => id,
-            None | Some(Value::Null) => String::new(),
-            Some(_) => return Err(Error::invalid("requestId", "must be a string")),
-        };
-        let called = string_list(&mut object, "calledTools")?.unwrap_or_default();
+        let (request_id, called) = crate::rest_body::feedback_body(body, "calledTools")?;
         crate::feedback::validate_feedback(&request_id, &called)?;
         Ok((request_id, called))
     })
@@ -523,7 +516,7 @@ async fn tool_feedback(
     .map_err(|e| call.fail(e))?;
     let outcome = state
         .router
-        .tool_feedback(&project_id, &request_id, called)
+        .tool_feedback(&project_id, call.ctx.user.as_deref(), &request_id, called)
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(outcome))

@@ -263,6 +263,19 @@ fn strings(value: &Value) -> Option<Vec<String>> {
         .collect()
 }
 
+/// A feedback body: `{"requestId": "...", LIST: ["...", ...]}`; fields are validated after.
+pub(crate) fn feedback_body(body: &[u8], list: &str) -> Result<(String, Vec<String>), Error> {
+    let mut object = parse_object(body)?;
+    reject_unknown(&object, &["requestId", list])?;
+    let request_id = match object.remove("requestId") {
+        Some(Value::String(id)) => id,
+        None | Some(Value::Null) => String::new(),
+        Some(_) => return Err(Error::invalid("requestId", "must be a string")),
+    };
+    let items = string_list(&mut object, list)?.unwrap_or_default();
+    Ok((request_id, items))
+}
+
 pub(crate) fn string_list(
     object: &mut Map<String, Value>,
     field: &str,

@@ -27,6 +27,10 @@ pub fn routes() -> AxumRouter<RestState> {
             post(read_segment_context),
         )
         .route(
+            "/api/context/projects/{project_id}/feedback",
+            post(context_feedback),
+        )
+        .route(
             "/api/context/projects/{project_id}/syncs",
             post(create_sync).get(list_syncs),
         )
@@ -103,7 +107,7 @@ async fn search(
     bind_identity(&mut request.identity, call.ctx.user.as_deref()).map_err(|e| call.fail(e))?;
     let response = state
         .router
-        .search_context(request, &call.request_id)
+        .search_context(request, &call.request_id, call.ctx.user.as_deref())
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(response))
@@ -132,6 +136,32 @@ async fn read_segment_context(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(response))
+}
+
+/// `POST .../feedback`: `{"requestId": "...", "openedRecords": ["{syncId}.{recordId}", ...]}`.
+async fn context_feedback(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    let body = call
+        .body(&headers, body, crate::rest_body::FEEDBACK_BODY_LIMIT)
+        .await?;
+    let (request_id, opened) = parse_off_runtime(body, |body| {
+        let (request_id, opened) = crate::rest_body::feedback_body(body, "openedRecords")?;
+        crate::feedback::validate_context_feedback(&request_id, &opened)?;
+        Ok((request_id, opened))
+    })
+    .await
+    .map_err(|e| call.fail(e))?;
+    let outcome = state
+        .router
+        .context_feedback(&project_id, call.ctx.user.as_deref(), &request_id, opened)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(outcome))
 }
 
 async fn create_sync(

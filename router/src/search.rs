@@ -215,10 +215,11 @@ impl Router {
         };
         let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
         self.search_log.record(
+            crate::feedback::TOOLS,
             &req.project_id,
+            ctx.user.as_deref(),
             &ctx.request_id,
-            &ranked.lexical,
-            &ranked.dense,
+            || crate::feedback::Lists::of(&ranked.lexical, &ranked.dense),
         );
 
         let (packing, shaped) = self
@@ -640,7 +641,9 @@ impl Router {
         let lexical = merged(&lexical_lists, lexical_on);
         let dense = merged(&dense_lists, dense_on);
         // The project's model, learned from its feedback, or the deployment's weights.
-        let model = self.ranking_model(q.project_id).await;
+        let model = self
+            .ranking_model(crate::feedback::TOOLS, q.project_id)
+            .await;
         let weights = model
             .as_ref()
             .map_or([search.lexical_weight, search.dense_weight], |m| m.weights);

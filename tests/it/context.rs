@@ -738,3 +738,91 @@ async fn records_may_bring_their_own_embeddings() {
     assert_eq!(r.results[0].segments[0].text, passages[1]);
     assert_eq!(r.usage.unwrap().retrieval_mode, "dense");
 }
+
+/// Context feedback: the opened records must be among that search's candidates, the search must
+/// be of the same project, and an accepted one is stored in PostgreSQL under `context`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_feedback_is_checked_against_the_search() {
+    let cluster = Cluster::start(2).await;
+    let grpc = cluster.grpc;
+    let sync = create_sync(grpc, PROJECT, "googledrive").await;
+    let anyone = || pb::Acl {
+        anyone: true,
+        ..Default::default()
+    };
+    upsert(
+        grpc,
+        PROJECT,
+        &sync,
+        vec![
+            record("roadmap", "Q2 roadmap", &roadmap_text(), anyone()),
+            record(
+                "holidays",
+                "Holidays",
+                "The Q2 roadmap review is after the break.",
+                anyone(),
+            ),
+            record(
+                "menu",
+                "Canteen menu",
+                "Soup, bread and salad on Mondays.",
+                anyone(),
+            ),
+        ],
+    )
+    .await;
+    let mut request = tonic::Request::new(search_as("q2 roadmap", None));
+    request
+        .metadata_mut()
+        .insert("x-request-id", "cf-1".parse().unwrap());
+    let mut client = ContextSearchClient::new(channel(grpc).await);
+    let found = client.search(request).await.unwrap().into_inner();
+    assert_eq!(found.usage.as_ref().unwrap().ranking_model, 0);
+    let ids: Vec<String> = found.results.iter().map(|r| r.id.clone()).collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+
+    let feedback = |project: &str, request_id: &str, opened: Vec<String>| {
+        let request = pb::ContextFeedbackRequest {
+            project_id: project.into(),
+            request_id: request_id.into(),
+            opened_records: opened,
+        };
+        async move {
+            ContextSearchClient::new(channel(grpc).await)
+                .record_context_feedback(request)
+                .await
+                .map(|r| r.into_inner())
+        }
+    };
+    let field = |status: tonic::Status| {
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        status.get_details_bad_request().unwrap().field_violations[0]
+            .field
+            .clone()
+    };
+    let refused = feedback(PROJECT, "cf-1", vec![format!("{sync}.no-such-record")])
+        .await
+        .unwrap_err();
+    assert_eq!(field(refused), "openedRecords[0]");
+    let refused = feedback(PROJECT, "cf-unknown", vec![ids[0].clone()])
+        .await
+        .unwrap_err();
+    assert_eq!(field(refused), "requestId");
+    let refused = feedback(OTHER_PROJECT, "cf-1", vec![ids[0].clone()])
+        .await
+        .unwrap_err();
+    assert_eq!(field(refused), "requestId");
+    let refused = feedback(PROJECT, "cf-1", vec![]).await.unwrap_err();
+    assert_eq!(field(refused), "openedRecords");
+
+    let ack = feedback(PROJECT, "cf-1", vec![ids[1].clone()])
+        .await
+        .unwrap();
+    assert_eq!((ack.examples, ack.ranking_model), (1, 0));
+    let rows = pg_rows(
+        &cluster.schema,
+        "SELECT kind, count(*)::text FROM feedback GROUP BY kind",
+    )
+    .await;
+    assert_eq!(rows, vec![vec!["context".to_string(), "1".to_string()]]);
+}

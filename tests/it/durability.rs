@@ -297,7 +297,7 @@ async fn found(router: &Router, sync_id: &str) -> bool {
     }
     .validate(PROJECT.into())
     .unwrap();
-    let response = router.search_context(request, "test").await.unwrap();
+    let response = router.search_context(request, "test", None).await.unwrap();
     response.results.iter().any(|r| r.id.ends_with(RECORD))
 }
 

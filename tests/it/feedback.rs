@@ -207,3 +207,49 @@ async fn feedback_teaches_one_project_and_no_other() {
         );
     }
 }
+
+/// Feedback belongs to whoever searched: a user's search takes feedback from that user's token
+/// only, never from another user's or from the service token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_searching_caller_gives_feedback() {
+    let cluster =
+        Cluster::start_custom(1, settings(), StoreKind::Postgres, keyed_auth(false)).await;
+    let grpc = cluster.grpc;
+    load_catalog_over(
+        channel(grpc).await,
+        PROJECT,
+        &fixture_catalog(),
+        50,
+        Some(SERVICE_TOKEN),
+    )
+    .await;
+    let alice = project_token("alice");
+    let bob = project_token("bob");
+    let mut client = pb::tool_search_client::ToolSearchClient::new(channel(grpc).await);
+    let mut request = bearer(search_request("send a message to a channel"), Some(&alice));
+    request
+        .metadata_mut()
+        .insert("x-request-id", "alice-1".parse().unwrap());
+    let found = client.search_tools(request).await.unwrap().into_inner();
+    let tool = found.tools[0].intent_name.clone();
+    let give = |token: &str| {
+        bearer(
+            pb::ToolFeedbackRequest {
+                project_id: PROJECT.into(),
+                request_id: "alice-1".into(),
+                called_tools: vec![tool.clone()],
+            },
+            Some(token),
+        )
+    };
+    for token in [bob.as_str(), SERVICE_TOKEN] {
+        let refused = client.record_tool_feedback(give(token)).await.unwrap_err();
+        assert_eq!(violation_field(&refused), "requestId");
+    }
+    let ack = client
+        .record_tool_feedback(give(&alice))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ack.examples, 1);
+}
