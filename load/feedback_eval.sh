@@ -54,6 +54,8 @@ for set in "${sets[@]}"; do
   for condition in $conditions; do
     degrade=()
     [ "$condition" = clean ] || degrade=(--degrade "$condition")
+    # A report already written is kept: a stopped run resumes where it stopped.
+    [ -s "$out_dir/$name.$condition.json" ] && continue
     echo "== $name $condition" >&2
     # Each run ingests into a fresh project: a model learned in one condition stays there.
     "$bin" eval --server "$grpc" --dataset "$data/$dataset" --split "$split" --kind tools $extra \
@@ -61,7 +63,7 @@ for set in "${sets[@]}"; do
       --out "$out_dir/$name.$condition.json"
   done
 done
-if [ "$scifact" = 1 ]; then
+if [ "$scifact" = 1 ] && [ ! -s "$out_dir/scifact.clean.json" ]; then
   echo "== scifact clean" >&2
   "$bin" eval --server "$grpc" --dataset "$data/scifact" --split train --kind passages \
     --modes lexical,dense,hybrid --feedback-half --out "$out_dir/scifact.clean.json"

@@ -147,8 +147,10 @@ pub struct ProjectModel {
     pub weights: [f64; 2],
 }
 
-/// A project's model as last read from the store, and when (`None`: it has none).
-pub(crate) type CachedModel = (Instant, Option<Arc<ProjectModel>>);
+/// A project's model as last read from the store: when, the newest version seen (0: none), and
+/// the model searches use (`None`: the deployment's weights, also when the newest version learned
+/// nothing or was fitted under other settings).
+pub(crate) type CachedModel = (Instant, u64, Option<Arc<ProjectModel>>);
 
 /// The searches of the last `feedback_log_secs`, by kind, project and request id.
 pub(crate) struct SearchLog {
@@ -310,58 +312,65 @@ impl Router {
         }
         let key = format!("{kind}/{project_id}");
         let cached = self.models.lock().get(&key).cloned();
-        if let Some((at, model)) = &cached
+        if let Some((at, _, model)) = &cached
             && at.elapsed() < MODEL_TTL
         {
             return model.clone();
         }
-        let previous = cached.and_then(|(_, model)| model);
+        let previous = cached.map(|(_, version, model)| (version, model));
         let lookup = tokio::time::timeout(
             MODEL_LOOKUP_TIMEOUT,
             self.store.ranking_model(project_id, kind),
         )
         .await;
-        let model = match lookup {
-            Ok(Ok(row)) => row.and_then(|row| {
-                let params: ModelParams = serde_json::from_str(&row.params)
+        let (version, model) = match lookup {
+            Ok(Ok(None)) => (0, None),
+            Ok(Ok(Some(row))) => {
+                let model = serde_json::from_str::<ModelParams>(&row.params)
                     .inspect_err(|e| {
                         tracing::warn!(project_id, kind, version = row.version, error = %e, "unreadable ranking model");
                     })
-                    .ok()?;
-                self.usable(kind, &params).then(|| {
-                    Arc::new(ProjectModel {
-                        version: row.version,
-                        weights: params.weights,
-                    })
-                })
-            }),
+                    .ok()
+                    .filter(|params| self.usable(kind, params))
+                    .map(|params| {
+                        Arc::new(ProjectModel {
+                            version: row.version,
+                            weights: params.weights,
+                        })
+                    });
+                (row.version, model)
+            }
             Ok(Err(err)) => {
                 tracing::warn!(project_id, kind, error = %err, "ranking model lookup failed; keeping the last one");
-                previous.clone()
+                previous.unwrap_or((0, None))
             }
             Err(_) => {
-                tracing::warn!(project_id, kind, "ranking model lookup timed out; keeping the last one");
-                previous.clone()
+                tracing::warn!(
+                    project_id,
+                    kind,
+                    "ranking model lookup timed out; keeping the last one"
+                );
+                previous.unwrap_or((0, None))
             }
         };
-        self.cache_model(key, model)
+        self.cache_model(key, version, model)
     }
 
-    /// Caches `model` for the project unless a newer version is cached already (a refit that
-    /// finished while this lookup ran); returns what is cached.
+    /// Caches what searches use for the project after seeing `version`, unless a newer version
+    /// is cached already (a refit that finished while this lookup ran); returns what is cached.
     fn cache_model(
         &self,
         key: String,
+        version: u64,
         model: Option<Arc<ProjectModel>>,
     ) -> Option<Arc<ProjectModel>> {
         let mut models = self.models.lock();
-        let newer = models
-            .get(&key)
-            .and_then(|(_, m)| m.clone())
-            .filter(|cached| model.as_ref().is_none_or(|m| cached.version > m.version));
-        let model = newer.or(model);
-        models.insert(key, (Instant::now(), model.clone()));
-        model
+        let entry = match models.get(&key) {
+            Some((_, seen, cached)) if *seen > version => (*seen, cached.clone()),
+            _ => (version, model),
+        };
+        models.insert(key, (Instant::now(), entry.0, entry.1.clone()));
+        entry.1
     }
 
     /// A stored model is used when it learned something under the fusion settings in force.
@@ -584,9 +593,7 @@ impl Router {
             "ranking model refit"
         );
         let used = self.usable(kind, &params).then(|| Arc::new(model.clone()));
-        self.models
-            .lock()
-            .insert(format!("{kind}/{project_id}"), (Instant::now(), used));
+        self.cache_model(format!("{kind}/{project_id}"), row.version, used);
         Ok(model)
     }
 }
