@@ -366,37 +366,45 @@ async fn feed(
         "feedback on {sent} searches sent in {:.1} s; waiting for the refit",
         started.elapsed().as_secs_f64()
     );
-    settle(args, client, project).await
-}
-
-/// Waits until the project's tool model has had time to be refit after the last feedback and no
-/// new version has appeared for a while; returns the version in force (0: the refit learned
-/// nothing that generalises, the deployment's weights stand).
-async fn settle(
-    args: &EvalArgs,
-    client: &mut ToolSearchClient<Channel>,
-    project: &str,
-) -> anyhow::Result<u64> {
-    let quiet = Duration::from_secs(20);
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut last = (0u64, Instant::now());
-    loop {
+    settle(|| {
+        let mut client = client.clone();
         let mut request = tonic::Request::new(pb::SearchToolsRequest {
             project_id: project.to_string(),
-            query: "feedback evaluation probe".to_string(),
+            query: PROBE.to_string(),
             top_k: Some(1),
             ..Default::default()
         });
         authorize(args, request.metadata_mut())?;
-        let usage = client
-            .search_tools(request)
-            .await
-            .map_err(crate::client::call_error)?
-            .into_inner()
-            .usage
-            .unwrap_or_default();
-        if usage.ranking_model != last.0 {
-            last = (usage.ranking_model, Instant::now());
+        Ok(async move {
+            let response = client.search_tools(request).await;
+            let usage = response
+                .map_err(crate::client::call_error)?
+                .into_inner()
+                .usage;
+            Ok(usage.unwrap_or_default().ranking_model)
+        })
+    })
+    .await
+}
+
+/// The query of the searches that ask which model version ranks.
+const PROBE: &str = "feedback evaluation probe";
+
+/// Waits until the project's model has had time to be refit after the last feedback and no new
+/// version has appeared for a while; `probe` asks a search which version ranked. Returns the
+/// version in force (0: the refit learned nothing that generalises, the default weights stand).
+async fn settle<F, Fut>(mut probe: F) -> anyhow::Result<u64>
+where
+    F: FnMut() -> anyhow::Result<Fut>,
+    Fut: std::future::Future<Output = anyhow::Result<u64>>,
+{
+    let quiet = Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last = (0u64, Instant::now());
+    loop {
+        let version = probe()?.await?;
+        if version != last.0 {
+            last = (version, Instant::now());
         } else if last.1.elapsed() >= quiet {
             return Ok(last.0);
         }
@@ -446,12 +454,7 @@ async fn feed_passages(
         let opened: Vec<String> = response
             .results
             .iter()
-            .filter(|r| {
-                let doc =
-                    r.id.strip_prefix(&format!("{}.", r.sync_id))
-                        .unwrap_or(&r.id);
-                judged.get(doc).is_some_and(|grade| *grade > 0)
-            })
+            .filter(|r| judged.get(document_of(r)).is_some_and(|grade| *grade > 0))
             .map(|r| r.id.clone())
             .take(50)
             .collect();
@@ -474,36 +477,31 @@ async fn feed_passages(
         "feedback on {sent} searches sent in {:.1} s; waiting for the refit",
         started.elapsed().as_secs_f64()
     );
-    let quiet = Duration::from_secs(20);
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut last = (0u64, Instant::now());
-    loop {
+    settle(|| {
+        let mut client = client.clone();
         let mut request = tonic::Request::new(pb::ContextSearchRequest {
             project_id: project.to_string(),
-            query: "feedback evaluation probe".to_string(),
+            query: PROBE.to_string(),
             top_k: Some(1),
             ..Default::default()
         });
         authorize(args, request.metadata_mut())?;
-        let version = client
-            .search(request)
-            .await
-            .map_err(crate::client::call_error)?
-            .into_inner()
-            .usage
-            .unwrap_or_default()
-            .ranking_model;
-        if version != last.0 {
-            last = (version, Instant::now());
-        } else if last.1.elapsed() >= quiet {
-            return Ok(last.0);
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the context model kept changing for 10 minutes after the feedback"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Ok(async move {
+            let response = client.search(request).await;
+            let usage = response
+                .map_err(crate::client::call_error)?
+                .into_inner()
+                .usage;
+            Ok(usage.unwrap_or_default().ranking_model)
+        })
+    })
+    .await
+}
+
+/// The dataset document a context result stands for: its record id, without the sync.
+fn document_of(r: &pb::ContextResult) -> &str {
+    r.id.strip_prefix(&format!("{}.", r.sync_id))
+        .unwrap_or(&r.id)
 }
 
 /// What one query sends: its text (cut to the API's 1024 characters; the query id when empty)
@@ -944,11 +942,7 @@ async fn run_mode_passages(
         let ranking: Vec<String> = response
             .results
             .iter()
-            .map(|r| {
-                r.id.strip_prefix(&format!("{}.", r.sync_id))
-                    .unwrap_or(&r.id)
-                    .to_string()
-            })
+            .map(|r| document_of(r).to_string())
             .collect();
         if let Some(out) = dump.as_mut() {
             // Each record's rank and raw score (BM25, cosine) from its best passage.

@@ -227,19 +227,23 @@ pub struct FeedbackOutcome {
     pub ranking_model: u64,
 }
 
-/// Validates a feedback request's fields, naming the offending one.
-pub fn validate_feedback(request_id: &str, called: &[String]) -> Result<()> {
-    validate_used(request_id, called, "calledTools", "tool the agent called")
+/// The request field naming what was used after a search of `kind`.
+pub fn used_field(kind: &str) -> &'static str {
+    if kind == CONTEXT {
+        "openedRecords"
+    } else {
+        "calledTools"
+    }
 }
 
-/// [`validate_feedback`] for context search: `openedRecords`.
-pub fn validate_context_feedback(request_id: &str, opened: &[String]) -> Result<()> {
-    validate_used(
-        request_id,
-        opened,
-        "openedRecords",
-        "record the user opened",
-    )
+/// Validates a feedback request's fields, naming the offending one.
+pub fn validate_feedback(kind: &str, request_id: &str, used: &[String]) -> Result<()> {
+    let what = if kind == CONTEXT {
+        "record the user opened"
+    } else {
+        "tool the agent called"
+    };
+    validate_used(request_id, used, used_field(kind), what)
 }
 
 fn validate_used(request_id: &str, called: &[String], field: &str, what: &str) -> Result<()> {
@@ -391,55 +395,48 @@ impl Router {
         }
     }
 
-    /// Records which tools were called after the tool search `request_id` of the project, then
-    /// refits the project's model in the background.
-    pub async fn tool_feedback(
+    /// Records what was used after the search `request_id` of the project by the same caller
+    /// (tools the agent called, records the user opened), then refits the project's model of
+    /// that kind in the background. Called tools must be in the project's catalog; opened records
+    /// among that search's candidates, so nobody learns of a record through feedback.
+    pub async fn feedback(
         self: &Arc<Self>,
+        kind: &'static str,
         project_id: &str,
         user: Option<&str>,
         request_id: &str,
-        called: Vec<String>,
+        used: Vec<String>,
     ) -> Result<FeedbackOutcome> {
-        validate_feedback(request_id, &called)?;
+        validate_feedback(kind, request_id, &used)?;
         self.feedback_enabled()?;
-        let known: HashSet<String> = self
-            .store
-            .catalog_entries(project_id, &called)
-            .await?
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
-        if let Some(i) = called.iter().position(|name| !known.contains(name)) {
+        let unknown = if kind == CONTEXT {
+            None
+        } else {
+            let known: HashSet<String> = self
+                .store
+                .catalog_entries(project_id, &used)
+                .await?
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            used.iter().position(|name| !known.contains(name))
+        };
+        if let Some(i) = unknown {
             return Err(Error::invalid(
                 format!("calledTools[{i}]"),
                 "is not a tool of this project's catalog",
             ));
         }
-        let lists = self.logged(TOOLS, project_id, user, request_id)?;
-        self.keep_example(TOOLS, project_id, request_id, &lists, called)
-            .await
-    }
-
-    /// Records which records the user opened after the context search `request_id` of the
-    /// project (each among that search's candidates, so nobody learns of a record through
-    /// feedback), then refits the project's context model in the background.
-    pub async fn context_feedback(
-        self: &Arc<Self>,
-        project_id: &str,
-        user: Option<&str>,
-        request_id: &str,
-        opened: Vec<String>,
-    ) -> Result<FeedbackOutcome> {
-        validate_context_feedback(request_id, &opened)?;
-        self.feedback_enabled()?;
-        let lists = self.logged(CONTEXT, project_id, user, request_id)?;
-        if let Some(i) = opened.iter().position(|id| !lists.contains(id)) {
+        let lists = self.logged(kind, project_id, user, request_id)?;
+        if kind == CONTEXT
+            && let Some(i) = used.iter().position(|id| !lists.contains(id))
+        {
             return Err(Error::invalid(
                 format!("openedRecords[{i}]"),
                 "was not among that search's candidates",
             ));
         }
-        self.keep_example(CONTEXT, project_id, request_id, &lists, opened)
+        self.keep_example(kind, project_id, request_id, &lists, used)
             .await
     }
 
@@ -799,20 +796,37 @@ mod tests {
     #[test]
     fn feedback_fields_are_checked() {
         let ok = vec!["A".to_string()];
-        assert!(validate_feedback("r1", &ok).is_ok());
+        assert!(validate_feedback(TOOLS, "r1", &ok).is_ok());
         let field = |r: Result<()>| match r.unwrap_err() {
             Error::InvalidArgument { violations, .. } => violations[0].field.clone(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(field(validate_feedback(" ", &ok)), "requestId");
-        assert_eq!(field(validate_feedback(&"x".repeat(129), &ok)), "requestId");
-        assert_eq!(field(validate_feedback("r1", &[])), "calledTools");
+        assert_eq!(field(validate_feedback(TOOLS, " ", &ok)), "requestId");
+        assert_eq!(
+            field(validate_feedback(TOOLS, &"x".repeat(129), &ok)),
+            "requestId"
+        );
+        assert_eq!(field(validate_feedback(TOOLS, "r1", &[])), "calledTools");
         let many: Vec<String> = (0..=MAX_CALLED).map(|i| format!("T{i}")).collect();
-        assert_eq!(field(validate_feedback("r1", &many)), "calledTools");
+        assert_eq!(field(validate_feedback(TOOLS, "r1", &many)), "calledTools");
         let repeated = vec!["A".to_string(), "B".to_string(), "A".to_string()];
-        assert_eq!(field(validate_feedback("r1", &repeated)), "calledTools[2]");
+        assert_eq!(
+            field(validate_feedback(TOOLS, "r1", &repeated)),
+            "calledTools[2]"
+        );
         let empty = vec!["A".to_string(), String::new()];
-        assert_eq!(field(validate_feedback("r1", &empty)), "calledTools[1]");
+        assert_eq!(
+            field(validate_feedback(TOOLS, "r1", &empty)),
+            "calledTools[1]"
+        );
+        assert_eq!(
+            field(validate_feedback(CONTEXT, "r1", &[])),
+            "openedRecords"
+        );
+        assert_eq!(
+            field(validate_feedback(CONTEXT, "r1", &repeated)),
+            "openedRecords[2]"
+        );
     }
 
     fn arb_example() -> impl Strategy<Value = Example> {

@@ -326,7 +326,8 @@ impl ToolSearch for PublicGrpc {
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let outcome = self
             .router
-            .tool_feedback(
+            .feedback(
+                crate::feedback::TOOLS,
                 &project_id,
                 ctx.user.as_deref(),
                 &r.request_id,

@@ -204,7 +204,8 @@ impl ContextSearch for PublicGrpc {
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let outcome = self
             .router()
-            .context_feedback(
+            .feedback(
+                crate::feedback::CONTEXT,
                 &project_id,
                 ctx.user.as_deref(),
                 &r.request_id,

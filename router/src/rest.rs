@@ -500,6 +500,18 @@ async fn delete_tools(
 
 /// `POST .../tools/feedback`: `{"requestId": "...", "calledTools": ["NAME", ...]}`.
 async fn tool_feedback(
+    state: State<RestState>,
+    project_id: Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    feedback(crate::feedback::TOOLS, state, project_id, headers, body).await
+}
+
+/// A feedback call of either kind of search: the body is `{"requestId", LIST}` with LIST
+/// `calledTools` (tools) or `openedRecords` (context); the router validates both fields.
+pub(crate) async fn feedback(
+    kind: &'static str,
     State(state): State<RestState>,
     Path(project_id): Path<String>,
     headers: HeaderMap,
@@ -507,16 +519,21 @@ async fn tool_feedback(
 ) -> Result<Response, ApiError> {
     let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let body = call.body(&headers, body, FEEDBACK_BODY_LIMIT).await?;
-    let (request_id, called) = parse_off_runtime(body, |body| {
-        let (request_id, called) = crate::rest_body::feedback_body(body, "calledTools")?;
-        crate::feedback::validate_feedback(&request_id, &called)?;
-        Ok((request_id, called))
+    let list = crate::feedback::used_field(kind);
+    let (request_id, used) = parse_off_runtime(body, move |body| {
+        crate::rest_body::feedback_body(body, list)
     })
     .await
     .map_err(|e| call.fail(e))?;
     let outcome = state
         .router
-        .tool_feedback(&project_id, call.ctx.user.as_deref(), &request_id, called)
+        .feedback(
+            kind,
+            &project_id,
+            call.ctx.user.as_deref(),
+            &request_id,
+            used,
+        )
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(outcome))

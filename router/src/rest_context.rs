@@ -140,28 +140,12 @@ async fn read_segment_context(
 
 /// `POST .../feedback`: `{"requestId": "...", "openedRecords": ["{syncId}.{recordId}", ...]}`.
 async fn context_feedback(
-    State(state): State<RestState>,
-    Path(project_id): Path<String>,
+    state: State<RestState>,
+    project_id: Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
-    let body = call
-        .body(&headers, body, crate::rest_body::FEEDBACK_BODY_LIMIT)
-        .await?;
-    let (request_id, opened) = parse_off_runtime(body, |body| {
-        let (request_id, opened) = crate::rest_body::feedback_body(body, "openedRecords")?;
-        crate::feedback::validate_context_feedback(&request_id, &opened)?;
-        Ok((request_id, opened))
-    })
-    .await
-    .map_err(|e| call.fail(e))?;
-    let outcome = state
-        .router
-        .context_feedback(&project_id, call.ctx.user.as_deref(), &request_id, opened)
-        .await
-        .map_err(|e| call.fail(e))?;
-    Ok(call.ok(outcome))
+    crate::rest::feedback(crate::feedback::CONTEXT, state, project_id, headers, body).await
 }
 
 async fn create_sync(

@@ -173,7 +173,8 @@ async fn feedback_teaches_one_project_and_no_other() {
         ),
     )
     .await;
-    assert_eq!(rows[0][0], version.to_string());
+    // A refit that started before the last feedback may still store a later version.
+    assert!(rows[0][0].parse::<u64>().unwrap() >= version, "{rows:?}");
     assert!(rows[0][1].parse::<u64>().unwrap() >= 20, "{rows:?}");
 
     // The other project still ranks with the deployment's weights.
