@@ -216,6 +216,24 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
     ];
     processes.push(spawn(&args, &env, log));
     wait_listening(grpc).await;
+    // Placement uses the shards the router has reached: wait for both, or the whole catalog may
+    // land on the one it reached first.
+    let started = Instant::now();
+    loop {
+        let (_, _, body) = http(http_addr, "GET", "/readyz", &[], "").await;
+        let readiness: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let reached = readiness["shards"]
+            .as_array()
+            .map_or(0, |s| s.iter().filter(|s| s["reachable"] == true).count());
+        if reached == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the router never reached both shards: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // A catalog whose integrations land on both shards.
     let channel = channel(grpc).await;
