@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+# The query JSON agreement test leaves its documents here for Python's validator (below).
+export AGENTSEARCH_QUERY_CORPUS="${AGENTSEARCH_QUERY_CORPUS:-$CARGO_TARGET_DIR/query-corpus}"
+rm -rf "$AGENTSEARCH_QUERY_CORPUS"
 cargo nextest run --release --workspace --no-fail-fast "$@"
 if [ $# -gt 0 ]; then
   exit 0
@@ -20,4 +23,5 @@ fi
 # The checks run the release binary the test build linked (the CLI's tests run it).
 python3 scripts/check-dockerfile.py
 ./scripts/check-chart.sh
+"${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-query-schema.py "$AGENTSEARCH_QUERY_CORPUS"
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/chart-runs.py

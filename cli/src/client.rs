@@ -166,7 +166,8 @@ pub async fn load(args: LoadArgs) -> anyhow::Result<()> {
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// What the agent wants to do.
+    /// What the agent wants to do; a JSON object is a query JSON document (see the schema at
+    /// `/api/tools/projects/{projectId}/tools/schema`).
     pub query: String,
     #[arg(long)]
     pub top_k: Option<u32>,
@@ -202,9 +203,20 @@ pub struct SearchArgs {
 pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
     let mut client =
         ToolSearchClient::new(args.connection.channel().await?).max_decoding_message_size(32 << 20);
+    // A query that is a JSON object is a query JSON document.
+    let document = args
+        .query
+        .trim_start()
+        .starts_with('{')
+        .then(|| args.query.clone());
     let request = pb::SearchToolsRequest {
         project_id: args.connection.project.clone(),
-        query: args.query.clone(),
+        query: if document.is_some() {
+            String::new()
+        } else {
+            args.query.clone()
+        },
+        query_json: document,
         top_k: args.top_k,
         max_tool_tokens: args.max_tool_tokens,
         integrations: args.integrations.clone(),

@@ -120,6 +120,7 @@ impl From<ShardSearchRequest> for pb::SearchToolsRequest {
             limit: r.limit,
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
+            structured: r.structured,
         }
     }
 }
@@ -142,6 +143,7 @@ impl TryFrom<pb::SearchToolsRequest> for ShardSearchRequest {
             limit: r.limit,
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
+            structured: r.structured,
         })
     }
 }
@@ -275,6 +277,12 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
             assemble_ms: r.timings.assemble_ms,
             prepare_ms: r.timings.prepare_ms,
             generations: r.generations.into_iter().collect(),
+            matched: r.matched.into_iter().collect(),
+            highlights: r
+                .highlights
+                .into_iter()
+                .map(|(name, fragments)| (name, pb::Fragments { fragments }))
+                .collect(),
         }
     }
 }
@@ -301,6 +309,12 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
                 assemble_ms: r.assemble_ms,
             },
             generations: r.generations.into_iter().collect(),
+            matched: r.matched.into_iter().collect(),
+            highlights: r
+                .highlights
+                .into_iter()
+                .map(|(name, f)| (name, f.fragments))
+                .collect(),
         })
     }
 }
@@ -453,6 +467,7 @@ mod tests {
             limit: 50,
             lexical: true,
             stats: Some(stats),
+            structured: Some(r#"{"v":1,"filter":{"type":"exists","field":"category"}}"#.into()),
         };
         let wire: pb::SearchToolsRequest = request.clone().into();
         assert_eq!(ShardSearchRequest::try_from(wire).unwrap(), request);

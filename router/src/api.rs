@@ -124,6 +124,8 @@ pub struct RawSearch {
     pub mode: Option<String>,
     pub diagnostics: bool,
     pub query_embedding: Option<RawQueryEmbedding>,
+    /// `query` sent as a query JSON document rather than a string.
+    pub query_document: Option<serde_json::Value>,
 }
 
 /// A validated tool search.
@@ -143,13 +145,68 @@ pub struct ToolSearchRequest {
     pub mode: RetrievalMode,
     /// The caller's query embedding, if sent.
     pub query_embedding: Option<QueryEmbedding>,
+    /// Set when `query` was a query JSON document (then `query` is its `q`, possibly empty).
+    pub typed: Option<TypedQuery>,
+}
+
+/// What a query JSON document adds to a search, beyond its `q` and `limit`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedQuery {
+    /// `{"v": 1, "query": ..., "filter": ...}`, as the shards execute it.
+    pub structured: String,
+    /// Results skipped before the first returned.
+    pub offset: u32,
+    pub count_exactly: bool,
+    pub highlight: bool,
+}
+
+impl TypedQuery {
+    /// Parses a tool search's query JSON document (paths under the request's `query`): its `q`,
+    /// its `limit`, and the rest.
+    pub fn parse_tools(
+        document: &serde_json::Value,
+    ) -> Result<(Option<String>, Option<u32>, TypedQuery), FieldViolation> {
+        let catalog = agentsearch_query::Catalog::tools();
+        let doc = agentsearch_query::parse(&catalog, document, "query")
+            .map_err(|e| FieldViolation::new(e.path, e.message))?;
+        let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
+        for key in ["query", "filter"] {
+            if let Some(node) = document.get(key) {
+                structured[key] = node.clone();
+            }
+        }
+        Ok((
+            doc.q,
+            doc.limit,
+            TypedQuery {
+                structured: structured.to_string(),
+                offset: doc.offset,
+                count_exactly: doc.count_exactly,
+                highlight: doc.highlight,
+            },
+        ))
+    }
 }
 
 impl RawSearch {
     /// Checks every field; all violations are reported at once.
     pub fn validate(self, project_id: String) -> Result<ToolSearchRequest, Error> {
         let mut v: Vec<FieldViolation> = Vec::new();
-        let query = match self.query {
+        let mut typed = None;
+        let mut limit = None;
+        let query = match (self.query, self.query_document) {
+            (_, Some(document)) => match TypedQuery::parse_tools(&document) {
+                Ok((q, l, t)) => {
+                    typed = Some(t);
+                    limit = l;
+                    q.unwrap_or_default()
+                }
+                Err(violation) => {
+                    v.push(violation);
+                    String::new()
+                }
+            },
+            (query, None) => match query {
             None => {
                 v.push(FieldViolation::new("query", "is required"));
                 String::new()
@@ -169,8 +226,18 @@ impl RawSearch {
                 q
             }
             Some(q) => q,
+            },
         };
-        let top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K));
+        let mut top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K));
+        if let Some(limit) = limit {
+            if top_k.is_some() {
+                v.push(FieldViolation::new(
+                    "topK",
+                    "give `topK` or the query document's `limit`, not both",
+                ));
+            }
+            top_k = Some(limit);
+        }
         let max_tool_tokens = range(
             &mut v,
             "maxToolTokens",
@@ -212,6 +279,7 @@ impl RawSearch {
             diagnostics: self.diagnostics,
             mode,
             query_embedding,
+            typed,
         })
     }
 }

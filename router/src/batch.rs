@@ -710,6 +710,7 @@ impl Router {
                 diagnostics: req.diagnostics,
                 inline: &inline,
                 vector: None,
+                structured: None,
             };
             let mut query_trace = TraceRecorder::new(Instant::now(), req.diagnostics);
             async move {

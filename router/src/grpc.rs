@@ -154,8 +154,18 @@ impl ToolSearch for PublicGrpc {
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        let query_document = match r.query_json.as_deref() {
+            None => None,
+            Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+                fail(Error::invalid(
+                    "queryJson",
+                    format!("is not valid JSON: {e}"),
+                ))
+            })?),
+        };
         let raw = RawSearch {
-            query: Some(r.query),
+            query: (query_document.is_none()).then_some(r.query),
+            query_document,
             top_k: r.top_k.map(Int::from),
             max_tool_tokens: r.max_tool_tokens.map(Int::from),
             integrations: (!r.integrations.is_empty()).then_some(r.integrations),
@@ -338,6 +348,19 @@ impl ToolSearch for PublicGrpc {
         Ok(Response::new(pb::ToolFeedbackResponse {
             examples: outcome.examples,
             ranking_model: outcome.ranking_model,
+        }))
+    }
+
+    async fn get_tool_query_schema(
+        &self,
+        request: Request<pb::GetQuerySchemaRequest>,
+    ) -> Result<Response<pb::QuerySchemaResponse>, Status> {
+        let begun = self.begin(&request);
+        let r = request.into_inner();
+        begun.authorize(&r.project_id)?;
+        let schema = agentsearch_query::schema(&agentsearch_query::Catalog::tools());
+        Ok(Response::new(pb::QuerySchemaResponse {
+            schema_json: schema.to_string(),
         }))
     }
 }

@@ -57,6 +57,10 @@ pub fn app(state: RestState) -> AxumRouter {
             post(tool_feedback),
         )
         .route(
+            "/api/tools/projects/{project_id}/tools/schema",
+            get(tool_query_schema),
+        )
+        .route(
             "/api/tools/projects/{project_id}/tools/{name}",
             get(get_tool),
         )
@@ -325,6 +329,16 @@ async fn search_batch(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(response))
+}
+
+/// The JSON Schema of the query JSON documents tool search accepts.
+async fn tool_query_schema(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
+    Ok(call.ok(agentsearch_query::schema(&agentsearch_query::Catalog::tools())))
 }
 
 async fn get_tool(

@@ -146,7 +146,12 @@ pub(crate) fn parse_search(body: &[u8]) -> Result<RawSearch, Error> {
     let mode = take("mode");
     let embedding = take("queryEmbedding");
     let v = &mut violations;
-    raw.query = typed(v, "query", query, "a string", string);
+    match query {
+        Some(document) if agentsearch_query::parse::is_document(&document) => {
+            raw.query_document = Some(document);
+        }
+        query => raw.query = typed(v, "query", query, "a string", string),
+    }
     raw.top_k = typed(v, "topK", top_k, "an integer", integer);
     raw.max_tool_tokens = typed(v, "maxToolTokens", max_tool_tokens, "an integer", integer);
     raw.integrations = typed(

@@ -126,6 +126,9 @@ pub(crate) struct RankQuery<'a> {
     pub inline: &'a [IndexedTool],
     /// The caller's query embedding, checked: used instead of embedding `query`.
     pub vector: Option<Arc<Vec<f32>>>,
+    /// The structured part of a query JSON document, for the shards: both retrievers rank only
+    /// the tools it allows. With an empty `query`, the lexical retriever ranks by it alone.
+    pub structured: Option<&'a str>,
 }
 
 /// One candidate of a ranking, after every filter.
@@ -194,11 +197,14 @@ impl Router {
             trace.step("connections");
         }
         let connected = connections::connected(&rows);
-        let window = result_limit(
+        let page = result_limit(
             req.top_k,
             req.max_tool_tokens.map(u64::from),
             self.settings.search.default_top_k,
         );
+        let offset = req.typed.as_ref().map_or(0, |t| t.offset as usize);
+        // Ranked as far as the page's end; the tools before `offset` are then skipped.
+        let window = page + offset;
         let vector = self.given_vector(req.query_embedding.as_ref())?;
         let query = RankQuery {
             project_id: &req.project_id,
@@ -212,8 +218,9 @@ impl Router {
             diagnostics: req.diagnostics,
             inline: &[],
             vector,
+            structured: req.typed.as_ref().map(|t| t.structured.as_str()),
         };
-        let ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
+        let mut ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
         self.search_log.record(
             crate::feedback::TOOLS,
             &req.project_id,
@@ -222,12 +229,15 @@ impl Router {
             || crate::feedback::Lists::of(&ranked.lexical, &ranked.dense),
         );
 
+        if offset > 0 {
+            ranked.candidates.drain(..offset.min(ranked.candidates.len()));
+        }
         let (packing, shaped) = self
             .pack_shaped(
                 &req.project_id,
                 user,
                 &[&ranked.candidates],
-                &[window],
+                &[page],
                 req.max_tool_tokens.map(u64::from),
                 BudgetScope::Union,
                 &mut trace,
@@ -314,7 +324,7 @@ impl Router {
         // The query embedding and the global lexical statistics are independent: run them together.
         let searchable = !parts.is_empty() || !inline.is_empty();
         let embed = async {
-            if !q.mode.dense() || !searchable {
+            if !q.mode.dense() || !searchable || q.query.is_empty() {
                 return None;
             }
             if let Some(vector) = &q.vector {
@@ -330,7 +340,11 @@ impl Router {
         let stats = async {
             // Inline tools are scored on the catalog's statistics, so they are needed even for one
             // shard.
-            if !q.mode.lexical() || parts.is_empty() || (parts.len() < 2 && inline.is_empty()) {
+            if !q.mode.lexical()
+                || q.query.is_empty()
+                || parts.is_empty()
+                || (parts.len() < 2 && inline.is_empty())
+            {
                 return None;
             }
             let t = Instant::now();
@@ -347,7 +361,8 @@ impl Router {
             RetrievalMode::Dense => "dense",
         };
         let mut degraded = None;
-        let mut lexical_on = q.mode.lexical();
+        // A structured query without words ranks by its own score, on the lexical side.
+        let mut lexical_on = q.mode.lexical() || q.query.is_empty();
         let vector = match embedded {
             None => None,
             Some((Ok((vector, cached)), took)) => {
@@ -399,6 +414,7 @@ impl Router {
                 limit: search.candidates,
                 lexical: lexical_on,
                 stats,
+                structured: q.structured.map(str::to_string),
             };
         let inline_search = async {
             if inline.is_empty() {

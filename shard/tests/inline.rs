@@ -148,6 +148,7 @@ async fn search_catalog(
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     };
     client
         .search_tools(authed(pb::SearchToolsRequest::from(request)))

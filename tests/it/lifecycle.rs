@@ -14,7 +14,6 @@ use tokio::net::TcpListener;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-const OTHER_PROJECT: &str = "00000000-0000-4000-8000-0000000000f2";
 
 /// A loopback port nothing listens on (bound, then released).
 async fn free_port() -> SocketAddr {
@@ -140,19 +139,25 @@ async fn a_router_starts_with_a_shard_down_and_readiness_follows_its_shards() {
         .find(|id| *id != shard_a_id)
         .unwrap();
 
-    // A second project is spread over both shards.
-    load_catalog(grpc, OTHER_PROJECT, &catalog, 50).await;
-    let on_b = pg_rows(
-        &schema,
-        &format!(
-            "SELECT integration FROM placements WHERE project_id = '{OTHER_PROJECT}' AND shard_id = '{shard_b_id}'"
-        ),
-    )
-    .await;
-    assert!(
-        !on_b.is_empty(),
-        "no integration was placed on the shard that joined"
-    );
+    // Another project with integrations on both shards: placement depends on the shards' random
+    // ids, so projects are added until one has an integration on the shard that joined.
+    let mut spread = None;
+    for n in 0..8 {
+        let project = format!("00000000-0000-4000-8000-0000000001{n:02x}");
+        load_catalog(grpc, &project, &catalog, 50).await;
+        let on_b = pg_rows(
+            &schema,
+            &format!(
+                "SELECT integration FROM placements WHERE project_id = '{project}' AND shard_id = '{shard_b_id}'"
+            ),
+        )
+        .await;
+        if !on_b.is_empty() {
+            spread = Some(project);
+            break;
+        }
+    }
+    let other_project = spread.expect("no integration of 8 projects was placed on the shard that joined");
 
     // B dies: readiness drops (its integrations have no reachable copy), gRPC health follows,
     // and searches still answer, naming what they could not search.
@@ -165,7 +170,7 @@ async fn a_router_starts_with_a_shard_down_and_readiness_follows_its_shards() {
     );
     wait_health(grpc, ServingStatus::NotServing).await;
     let mut request = search_request("send a message to a channel");
-    request.project_id = OTHER_PROJECT.into();
+    request.project_id = other_project;
     let answer = search(grpc, request)
         .await
         .expect("a search never fails for a dead shard");

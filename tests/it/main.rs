@@ -22,3 +22,4 @@ mod tenancy;
 mod tls;
 mod tools;
 mod traces;
+mod typed_query;

@@ -133,6 +133,9 @@ pub struct ShardSearchRequest {
     pub lexical: bool,
     /// Global statistics; `None` uses the statistics of the searched indexes.
     pub stats: Option<TermStats>,
+    /// The structured part of a query JSON document (`{"v": 1, "query": ..., "filter": ...}`):
+    /// both retrievers rank only the tools it allows.
+    pub structured: Option<String>,
 }
 
 /// Tools of one integration, by name.
@@ -208,6 +211,12 @@ pub struct ShardSearchResponse {
     /// its hits were ranked from. Indexes without a hit and indexes the shard does not hold are
     /// absent; empty for inline tools.
     pub generations: BTreeMap<String, u64>,
+    /// With a structured query that asks for an exact count: the tools of each searched index
+    /// (by integration) that satisfy it, the categories and the side-effect ceiling.
+    pub matched: BTreeMap<String, u64>,
+    /// With a structured query that asks for highlights: the matched fragments of the description
+    /// of each tool in `tools` that has any, by name.
+    pub highlights: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -85,6 +85,7 @@ fn bench(c: &mut Criterion) {
         limit: 50,
         lexical: true,
         stats: Some(stats),
+        structured: None,
     };
     c.bench_function("shard_search_100x50_hybrid", |b| {
         b.iter(|| indexes.search(&request))

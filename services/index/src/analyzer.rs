@@ -169,6 +169,19 @@ pub fn analyze(text: &str) -> Vec<String> {
     terms
 }
 
+/// Analyzes `text` into its terms with their positions (stop words leave gaps), as the index
+/// records them: what a phrase is matched against.
+pub fn analyze_positions(text: &str) -> Vec<(usize, String)> {
+    let mut analyzer = text_analyzer();
+    let mut stream = analyzer.token_stream(text);
+    let mut terms = Vec::new();
+    while stream.advance() {
+        let token = stream.token();
+        terms.push((token.position, token.text.clone()));
+    }
+    terms
+}
+
 /// Splits text into alphanumeric pieces at identifier boundaries; see
 /// [`agentsearch_common::tool::identifier_pieces`].
 #[derive(Clone, Debug, Default)]

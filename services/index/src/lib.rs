@@ -13,6 +13,7 @@ pub mod error;
 pub mod inline_index;
 pub mod lexical;
 pub mod schema;
+mod structured;
 pub mod segment_index;
 pub mod tool_index;
 mod tool_slice;
@@ -35,7 +36,9 @@ pub use error::{IndexError, Result};
 pub use inline_index::{InlineIndex, MAX_INLINE_TOOLS};
 pub use lexical::{LexicalQuery, ScoreBuffers};
 pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
-pub use tool_index::{IndexAnswer, IntegrationIndex, Scored, ToolFilter, ToolQuery, ToolSource};
+pub use tool_index::{
+    IndexAnswer, IntegrationIndex, Scored, Structured, ToolFilter, ToolQuery, ToolSource,
+};
 
 /// A project's tool indexes by integration (a search looks up every integration of its scope:
 /// a fast keyed hash, seeded per process).
@@ -181,6 +184,20 @@ impl ToolIndexes {
         } else {
             Vec::new()
         };
+        let structured = match request.structured.as_deref().map(parse_structured) {
+            None => None,
+            Some(Ok(structured)) => Some(structured),
+            Some(Err(err)) => {
+                return ShardSearchResponse {
+                    failures: request
+                        .integrations
+                        .iter()
+                        .map(|integration| failure(integration, "structured", &err))
+                        .collect(),
+                    ..ShardSearchResponse::default()
+                };
+            }
+        };
         let scoped = self.scoped(&request.project_id, &request.integrations);
         // Global statistics from the router, else those of every index searched here, so the
         // scores of different indexes are comparable.
@@ -202,8 +219,22 @@ impl ToolIndexes {
             vector: request.vector.as_deref(),
             filter: &filter,
             limit: request.limit as usize,
+            structured: structured.as_ref(),
         };
-        search_sources(&scoped, &query, prepare_started)
+        let mut response = search_sources(&scoped, &query, prepare_started);
+        if let Some(structured) = structured.as_ref().filter(|s| s.highlight) {
+            let nodes: Vec<&agentsearch_query::Node> =
+                structured.query.iter().chain(&structured.filter).collect();
+            let highlighter =
+                structured::Highlighter::new(&terms, &nodes, &["description", "parameters"]);
+            for tool in &response.tools {
+                let fragments = highlighter.fragments(&tool.description);
+                if !fragments.is_empty() {
+                    response.highlights.insert(tool.name.clone(), fragments);
+                }
+            }
+        }
+        response
     }
 
     /// Ranks the tools a request carries ([`InlineIndex`]) as [`ToolIndexes::search`] ranks
@@ -231,6 +262,7 @@ impl ToolIndexes {
             vector: request.vector.as_deref(),
             filter: &filter,
             limit: request.limit as usize,
+            structured: None,
         };
         let mut response = search_sources(&[index], &query, prepare_started);
         response.generations.clear();
@@ -297,6 +329,7 @@ fn search_sources<S: ToolSource>(
     };
     let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
     let mut failures = Vec::new();
+    let mut matched = std::collections::BTreeMap::new();
     // The generation each source was searched at, by position in `sources`.
     let mut searched_at = Vec::with_capacity(sources.len());
     let mut timings = ShardTimings {
@@ -309,6 +342,9 @@ fn search_sources<S: ToolSource>(
         }
         failures.extend(part.failures);
         searched_at.extend(part.generations);
+        for (integration, n) in part.matched {
+            *matched.entry(integration).or_insert(0) += n;
+        }
         timings.lexical_ms = timings.lexical_ms.max(part.lexical_ms);
         timings.dense_ms = timings.dense_ms.max(part.dense_ms);
     }
@@ -355,7 +391,23 @@ fn search_sources<S: ToolSource>(
             ..timings
         },
         generations,
+        matched,
+        highlights: Default::default(),
     }
+}
+
+/// The structured part of a query JSON document, as the router sent it.
+fn parse_structured(json: &str) -> Result<Structured> {
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| IndexError::invalid("structured", format!("is not JSON: {e}")))?;
+    let doc = agentsearch_query::parse(&agentsearch_query::Catalog::tools(), &value, "query")
+        .map_err(|e| IndexError::invalid(e.path, e.message))?;
+    Ok(Structured {
+        query: doc.query,
+        filter: doc.filter,
+        count_exactly: doc.count_exactly,
+        highlight: doc.highlight,
+    })
 }
 
 /// Statistics of the query's terms over `indexes`: counted in place over every index's slice,
@@ -385,6 +437,8 @@ struct Part {
     failures: Vec<PartFailure>,
     /// The generation each index was searched at, in order.
     generations: Vec<u64>,
+    /// Exact counts of the structured query's matches, by integration.
+    matched: Vec<(String, u64)>,
     lexical_ms: f64,
     dense_ms: f64,
 }
@@ -395,6 +449,9 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
     for (i, source) in sources.iter().enumerate() {
         let answer = source.search(query, &mut buffers);
         part.generations.push(answer.generation);
+        if let Some(matched) = answer.matched {
+            part.matched.push((source.integration().to_string(), matched));
+        }
         part.lexical_ms += answer.lexical_ms;
         part.dense_ms += answer.dense_ms;
         for (at, retriever, scored) in [(0, "lexical", answer.lexical), (2, "dense", answer.dense)]

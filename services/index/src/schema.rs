@@ -71,7 +71,7 @@ pub fn build_schema() -> (Schema, Fields) {
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer(ANALYZER)
-            .set_index_option(IndexRecordOption::WithFreqs),
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
         name: builder.add_text_field("name", text.clone()),
@@ -85,6 +85,18 @@ pub fn build_schema() -> (Schema, Fields) {
         vector: builder.add_bytes_field("vector", STORED),
     };
     (builder.build(), fields)
+}
+
+/// Whether the text fields of an opened index record positions (phrase queries need them; indexes
+/// written before they did are rebuilt on open).
+pub fn has_positions(schema: &Schema, fields: &Fields) -> bool {
+    fields.text_fields().iter().all(|f| {
+        matches!(
+            schema.get_field_entry(*f).field_type(),
+            tantivy::schema::FieldType::Str(options)
+                if options.get_indexing_options().is_some_and(|o| o.index_option().has_positions())
+        )
+    })
 }
 
 /// Resolves the fields of an opened index, checking it has this schema.

@@ -32,7 +32,9 @@ use crate::analyzer::{ANALYZER, text_analyzer};
 use crate::error::{IndexError, Result};
 use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::schema::{Fields, build_schema, resolve};
+use crate::structured::Target;
 use crate::tool_slice::Slice;
+use agentsearch_query::Node;
 
 /// Indexes with at most this many documents are merged into a single segment after each write
 /// (rewriting up to this many small documents per write); larger ones use tantivy's log merge policy.
@@ -92,6 +94,8 @@ pub struct ToolQuery<'a> {
     pub filter: &'a ToolFilter,
     /// Candidates per retriever.
     pub limit: usize,
+    /// Restricts (and adds to the lexical score of) both retrievers.
+    pub structured: Option<&'a Structured>,
 }
 
 /// One index's answer to a [`ToolQuery`]: each retriever that ran, both on the same generation.
@@ -103,6 +107,9 @@ pub struct IndexAnswer {
     pub dense: Option<Result<Scored>>,
     pub lexical_ms: f64,
     pub dense_ms: f64,
+    /// With [`Structured::count_exactly`]: the tools the structured query allows within the
+    /// filter (categories and side-effect ceiling).
+    pub matched: Option<u64>,
 }
 
 /// A tool index searched for the shard: a catalog index ([`IntegrationIndex`]) or the index of a
@@ -143,6 +150,9 @@ impl std::hash::Hasher for IdHasher {
 pub(crate) type IdMapOf<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 pub(crate) struct State {
+    /// The committed index the slice was read from (what structured queries run on).
+    searcher: Searcher,
+    fields: Fields,
     tools: IdMapOf<Arc<ToolRecord>>,
     ids: HashMap<String, u64>,
     /// What searches read: this generation's postings and vectors.
@@ -187,6 +197,8 @@ impl State {
             0,
         )?;
         Ok(State {
+            searcher: searcher.clone(),
+            fields: *fields,
             tools,
             ids,
             slice,
@@ -233,6 +245,9 @@ impl State {
 
     /// Both retrievers of `query` on this state, so that they see the same generation.
     pub(crate) fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
+        if let Some(structured) = query.structured {
+            return self.search_structured(query, structured, buffers);
+        }
         let started = Instant::now();
         let lexical = query
             .lexical
@@ -247,8 +262,116 @@ impl State {
             dense,
             lexical_ms: (lexical_done - started).as_secs_f64() * 1e3,
             dense_ms: lexical_done.elapsed().as_secs_f64() * 1e3,
+            matched: None,
         }
     }
+}
+
+impl State {
+    /// [`State::search`] restricted by a structured query: both retrievers rank only the
+    /// documents it allows; the lexical one adds its score to BM25F's (and ranks by it alone
+    /// when the query has no words).
+    fn search_structured(
+        &self,
+        query: &ToolQuery,
+        structured: &Structured,
+        buffers: &mut ScoreBuffers,
+    ) -> IndexAnswer {
+        let started = Instant::now();
+        let allowed =
+            crate::structured::allowed(self, structured.query.as_ref(), structured.filter.as_ref());
+        let matched = Instant::now();
+        let count = match (&allowed, structured.count_exactly) {
+            (Ok(allowed), true) => Some(self.slice.count_allowed(allowed, query.filter)),
+            _ => None,
+        };
+        let (lexical, dense) = match allowed {
+            Err(err) => {
+                let message = err.to_string();
+                (
+                    query.lexical.map(|_| Err(IndexError::invalid("query", message.clone()))),
+                    query.vector.map(|_| Err(IndexError::invalid("query", message))),
+                )
+            }
+            Ok(allowed) => (
+                query.lexical.map(|lexical| {
+                    Ok(self.slice.search_lexical_allowed(
+                        lexical,
+                        &allowed,
+                        query.filter,
+                        query.limit,
+                        buffers,
+                    ))
+                }),
+                query.vector.map(|vector| {
+                    self.slice.search_dense_allowed(
+                        vector,
+                        &allowed,
+                        query.filter,
+                        query.limit,
+                        buffers,
+                    )
+                }),
+            ),
+        };
+        IndexAnswer {
+            generation: self.generation,
+            lexical,
+            dense,
+            lexical_ms: (matched - started).as_secs_f64() * 1e3,
+            dense_ms: matched.elapsed().as_secs_f64() * 1e3,
+            matched: count,
+        }
+    }
+}
+
+impl crate::structured::Source for State {
+    fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    fn target(&self, field: &str) -> Option<Target> {
+        let f = &self.fields;
+        Some(match field {
+            "name" => Target::Keyword(f.name_exact),
+            "integration" => Target::Record,
+            "category" => Target::Keyword(f.category),
+            "sideEffect" => Target::Keyword(f.side_effect),
+            "description" => Target::Text(f.description),
+            "parameters" => Target::Text(f.params),
+            _ => return None,
+        })
+    }
+
+    fn record_values(&self, field: &str) -> Vec<(u64, &str)> {
+        match field {
+            "integration" => self
+                .tools
+                .iter()
+                .map(|(id, t)| (*id, t.integration.as_str()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.slice.ids().to_vec()
+    }
+
+    fn number(&self, _field: &str, _id: u64) -> Option<f64> {
+        None
+    }
+}
+
+/// The structured part of a query JSON document, parsed against [`agentsearch_query::Catalog::tools`].
+#[derive(Clone, Debug, Default)]
+pub struct Structured {
+    pub query: Option<Node>,
+    pub filter: Option<Node>,
+    /// Count the tools each index allows ([`IndexAnswer::matched`]).
+    pub count_exactly: bool,
+    /// Return the matched fragments of the hits' descriptions.
+    pub highlight: bool,
 }
 
 pub struct IntegrationIndex {
@@ -263,10 +386,18 @@ pub struct IntegrationIndex {
 impl IntegrationIndex {
     /// Opens the index in `dir`, creating an empty one if the directory holds none.
     pub fn open(dir: &Path, integration: &str) -> Result<Self> {
-        let (schema, _) = build_schema();
-        let (index, reader, generation) = open_tantivy(dir, schema)?;
-        let fields = resolve(&index.schema())
-            .ok_or_else(|| IndexError::Corrupt(format!("{}: unexpected schema", dir.display())))?;
+        finish_rebuild(dir)?;
+        let (mut index, mut reader, mut generation) = open_tantivy(dir, build_schema().0)?;
+        let unexpected = || IndexError::Corrupt(format!("{}: unexpected schema", dir.display()));
+        let mut fields = resolve(&index.schema()).ok_or_else(unexpected)?;
+        if !crate::schema::has_positions(&index.schema(), &fields) {
+            let state = load_state(reader.searcher(), &fields, generation)?;
+            drop((index, reader));
+            rebuild(dir, &state)?;
+            tracing::info!(integration, tools = state.tools.len(), "tool index rebuilt with term positions");
+            (index, reader, generation) = open_tantivy(dir, build_schema().0)?;
+            fields = resolve(&index.schema()).ok_or_else(unexpected)?;
+        }
         let state = load_state(reader.searcher(), &fields, generation)?;
         for obsolete in ["vectors.faiss", "vectors.json"] {
             match fs::remove_file(dir.join(obsolete)) {
@@ -318,6 +449,8 @@ impl IntegrationIndex {
                     state.slice.dim(),
                 )?;
                 Ok(State {
+                    searcher,
+                    fields: self.fields,
                     tools,
                     ids,
                     slice,
@@ -653,6 +786,54 @@ pub(crate) fn commit(
     Ok(())
 }
 
+/// Rewrites the index in `dir` from `state` (its every tool, vector and generation) with the
+/// current schema: written and committed in `tantivy.rebuild`, then swapped in by two renames that
+/// [`finish_rebuild`] completes if the process stops between them.
+fn rebuild(dir: &Path, state: &State) -> Result<()> {
+    let next = dir.join("tantivy.rebuild");
+    if next.exists() {
+        fs::remove_dir_all(&next)?;
+    }
+    fs::create_dir_all(&next)?;
+    let (schema, fields) = build_schema();
+    let index = Index::create_in_dir(&next, schema)?;
+    index.tokenizers().register(ANALYZER, text_analyzer());
+    let writer = index.writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)?;
+    let vectors: IdMapOf<&[f32]> = state.slice.rows().collect();
+    for (id, record) in &state.tools {
+        let tool = IndexedTool {
+            record: (**record).clone(),
+            vector: vectors.get(id).map(|v| v.to_vec()).unwrap_or_default(),
+        };
+        writer.add_document(tool_document(&fields, *id, &tool, true)?)?;
+    }
+    commit(&index, writer, state.generation)?;
+    drop(index);
+    fs::rename(dir.join("tantivy"), dir.join("tantivy.old"))?;
+    fs::rename(&next, dir.join("tantivy"))?;
+    fs::remove_dir_all(dir.join("tantivy.old"))?;
+    Ok(())
+}
+
+/// Completes or discards a [`rebuild`] that a stopped process left: a committed `tantivy.rebuild`
+/// replaces a missing `tantivy`; otherwise leftovers are removed.
+fn finish_rebuild(dir: &Path) -> Result<()> {
+    let (current, next, old) = (
+        dir.join("tantivy"),
+        dir.join("tantivy.rebuild"),
+        dir.join("tantivy.old"),
+    );
+    if !current.exists() && next.join("meta.json").exists() {
+        fs::rename(&next, &current)?;
+    }
+    for leftover in [next, old] {
+        if leftover.exists() && current.exists() {
+            fs::remove_dir_all(leftover)?;
+        }
+    }
+    Ok(())
+}
+
 /// Opens the tantivy index in `dir/tantivy` (created with `schema` if there is none), with the
 /// analyzer registered, a manually reloaded reader, and the generation of its last commit.
 pub(crate) fn open_tantivy(
@@ -771,4 +952,101 @@ pub(crate) fn decode_vector(bytes: &[u8]) -> Vec<f32> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structured::{Source, evaluate};
+    use tantivy::schema::{IndexRecordOption, TextFieldIndexing, TextOptions};
+
+    fn tool(name: &str, description: &str) -> IndexedTool {
+        IndexedTool {
+            record: ToolRecord {
+                name: name.into(),
+                integration: "slack".into(),
+                category: "messaging".into(),
+                side_effect: SideEffect::Send,
+                description: description.into(),
+                parameters: r#"{"type":"object","properties":{}}"#.into(),
+                tokens: 10,
+            },
+            vector: vec![1.0, 0.0, 0.0],
+        }
+    }
+
+    /// The schema of releases whose text fields kept no positions.
+    fn schema_without_positions() -> tantivy::schema::Schema {
+        let mut builder = tantivy::schema::Schema::builder();
+        let text = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        );
+        for name in ["name", "description", "params"] {
+            builder.add_text_field(name, text.clone());
+        }
+        for name in ["name_exact", "category", "side_effect"] {
+            builder.add_text_field(name, tantivy::schema::STRING);
+        }
+        builder.add_u64_field(
+            "id",
+            tantivy::schema::INDEXED | tantivy::schema::FAST | tantivy::schema::STORED,
+        );
+        builder.add_text_field("record", tantivy::schema::STORED);
+        builder.add_bytes_field("vector", tantivy::schema::STORED);
+        builder.build()
+    }
+
+    #[test]
+    fn an_index_without_positions_is_rebuilt_on_open_and_answers_phrases() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = open_tantivy(dir.path(), schema_without_positions()).unwrap();
+        let fields = resolve(&index.schema()).unwrap();
+        assert!(!crate::schema::has_positions(&index.schema(), &fields));
+        let writer = index
+            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)
+            .unwrap();
+        for (i, (name, description)) in [
+            ("SLACK_POST", "post a message to a channel"),
+            ("SLACK_FIND", "find a channel by message text"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let t = tool(name, description);
+            writer
+                .add_document(tool_document(&fields, i as u64 + 1, &t, true).unwrap())
+                .unwrap();
+        }
+        commit(&index, writer, 7).unwrap();
+        drop(index);
+
+        let reopened = IntegrationIndex::open(dir.path(), "slack").unwrap();
+        assert_eq!((reopened.generation(), reopened.len()), (7, 2));
+        assert!(crate::schema::has_positions(
+            &reopened.index.schema(),
+            &reopened.fields
+        ));
+        assert!(!dir.path().join("tantivy.rebuild").exists());
+        assert!(!dir.path().join("tantivy.old").exists());
+        let state = reopened.state.read();
+        let phrase = Node::Phrase {
+            field: "description".into(),
+            terms: vec!["message".into(), "to".into(), "a".into(), "channel".into()],
+            slop: 0,
+            boost: 1.0,
+        };
+        let matched = evaluate(&*state, &phrase).unwrap();
+        assert_eq!(matched.keys().copied().collect::<Vec<_>>(), vec![1]);
+        let loose = Node::Phrase {
+            field: "description".into(),
+            terms: vec!["channel".into(), "message".into()],
+            slop: 3,
+            boost: 1.0,
+        };
+        let near: Vec<u64> = evaluate(&*state, &loose).unwrap().into_keys().collect();
+        assert!(near.contains(&2), "{near:?}");
+        assert_eq!(state.ids().len(), 2);
+    }
 }

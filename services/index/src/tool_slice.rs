@@ -57,6 +57,8 @@ pub(crate) struct Slice {
     total_docs: u64,
     /// Tokens per field, in field order.
     field_tokens: Vec<u64>,
+    /// The row of each id.
+    row_of: IdMapOf<u32>,
 }
 
 impl Slice {
@@ -146,6 +148,7 @@ impl Slice {
             entry.postings.sort_by_key(|p| (p.field, p.row));
         }
         slice.dim = dim;
+        slice.row_of = row_of;
         Ok(slice)
     }
 
@@ -252,6 +255,103 @@ impl Slice {
         }
         finish(&mut out, limit);
         Ok(out)
+    }
+
+    /// [`Slice::search_lexical`] over the documents a structured query allows: each scores its
+    /// structured score (`Some`) plus its BM25F for `query`; a document with neither (no structured
+    /// score, no term of `query`) is left out.
+    pub(crate) fn search_lexical_allowed(
+        &self,
+        query: &LexicalQuery,
+        allowed: &IdMapOf<Option<f32>>,
+        filter: &ToolFilter,
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Scored {
+        let mut out = Scored {
+            eligible: buffers.list(),
+            excluded: buffers.list(),
+        };
+        if limit == 0 || self.ids.is_empty() || allowed.is_empty() {
+            return out;
+        }
+        let by_words = !query.is_empty();
+        if by_words {
+            query.score_postings(
+                |term| self.terms.get(term).map(|e| e.postings.as_slice()),
+                self.ids.len(),
+                buffers,
+            );
+        }
+        for (id, structured) in allowed {
+            let Some(&row) = self.row_of.get(id) else {
+                continue;
+            };
+            let row = row as usize;
+            let words = if by_words { buffers.scores[row] } else { 0.0 };
+            if words == 0.0 && structured.is_none() {
+                continue;
+            }
+            self.classify(row, words + structured.unwrap_or(0.0), filter, &mut out);
+        }
+        finish(&mut out, limit);
+        out
+    }
+
+    /// [`Slice::search_dense`] over the documents a structured query allows.
+    pub(crate) fn search_dense_allowed(
+        &self,
+        query: &[f32],
+        allowed: &IdMapOf<Option<f32>>,
+        filter: &ToolFilter,
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Result<Scored> {
+        if self.ids.is_empty() || limit == 0 || allowed.is_empty() {
+            return Ok(Scored::default());
+        }
+        if query.len() != self.dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "query vector has {} dimensions, the index holds {}-d vectors",
+                    query.len(),
+                    self.dim
+                ),
+            ));
+        }
+        let mut out = Scored {
+            eligible: buffers.list(),
+            excluded: buffers.list(),
+        };
+        for id in allowed.keys() {
+            let Some(&row) = self.row_of.get(id) else {
+                continue;
+            };
+            let row = row as usize;
+            let score: f32 = query.iter().zip(self.vector(row)).map(|(a, b)| a * b).sum();
+            self.classify(row, score, filter, &mut out);
+        }
+        finish(&mut out, limit);
+        Ok(out)
+    }
+
+    /// How many of the documents a structured query allows are eligible under `filter`.
+    pub(crate) fn count_allowed(&self, allowed: &IdMapOf<Option<f32>>, filter: &ToolFilter) -> u64 {
+        allowed
+            .keys()
+            .filter_map(|id| self.row_of.get(id))
+            .filter(|&&row| {
+                let row = row as usize;
+                (filter.categories.is_none() || filter.in_scope(&self.records[row]))
+                    && self.effects[row].allowed_under(filter.max_side_effect)
+            })
+            .count() as u64
+    }
+
+    /// The ids of this generation's documents.
+    pub(crate) fn ids(&self) -> &[u64] {
+        &self.ids
     }
 
     /// Puts a scored row in the eligible or excluded list, or drops it when out of scope.

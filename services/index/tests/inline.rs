@@ -281,6 +281,7 @@ fn inline_search_ranks_like_a_catalog_search() {
                     limit,
                     lexical: true,
                     stats: Some(merged.clone()),
+                    structured: None,
                 });
                 let inline_answer = indexes
                     .search_inline(InlineSearchRequest {
@@ -459,6 +460,7 @@ fn searches_report_the_generation_of_each_index_with_a_hit() {
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     });
     // The indexes that gave a hit, at the generation they were searched at; the empty one gave
     // none.
@@ -480,6 +482,7 @@ fn searches_report_the_generation_of_each_index_with_a_hit() {
         limit: 10,
         lexical: false,
         stats: None,
+        structured: None,
     });
     assert!(response.generations.is_empty());
 }
@@ -510,6 +513,7 @@ fn many_indexes_searched_in_parallel_report_their_generations() {
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     });
     assert!(response.failures.is_empty());
     assert_eq!(response.lexical.len(), 10);

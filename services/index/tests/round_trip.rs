@@ -52,6 +52,7 @@ fn search(
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     });
     assert!(response.failures.is_empty(), "{:?}", response.failures);
     (
@@ -150,6 +151,7 @@ fn write_reopen_search() {
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     };
     let response = indexes.search(&request);
     let eligible: HashSet<String> = response
@@ -309,6 +311,7 @@ fn global_statistics_make_scores_independent_of_partitioning() {
                 limit: 10,
                 lexical: true,
                 stats: Some(stats_single.clone()),
+                structured: None,
             })
             .lexical
             .into_iter()
@@ -362,6 +365,7 @@ fn bm25f_saturates_a_term_once_over_all_fields() {
         limit: 10,
         lexical: true,
         stats: None,
+        structured: None,
     });
     assert_eq!(response.lexical.len(), 1);
     // Weighted frequency: name 2.0 x 1 + description 1.0 x 2 = 4, saturated once with k1 = 1.2;
