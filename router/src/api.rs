@@ -152,7 +152,8 @@ pub struct ToolSearchRequest {
 /// What a query JSON document adds to a search, beyond its `q` and `limit`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypedQuery {
-    /// `{"v": 1, "query": ..., "filter": ...}`, as the shards execute it.
+    /// `{"v": 1, "query": ..., "filter": ..., "countExactly": ..., "highlight": ...}`, as the
+    /// shards execute it.
     pub structured: String,
     /// Results skipped before the first returned.
     pub offset: u32,
@@ -170,9 +171,9 @@ impl TypedQuery {
         let doc = agentsearch_query::parse(&catalog, document, "query")
             .map_err(|e| FieldViolation::new(e.path, e.message))?;
         let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
-        for key in ["query", "filter"] {
-            if let Some(node) = document.get(key) {
-                structured[key] = node.clone();
+        for key in ["query", "filter", "countExactly", "highlight"] {
+            if let Some(value) = document.get(key) {
+                structured[key] = value.clone();
             }
         }
         Ok((
@@ -533,6 +534,10 @@ pub struct ToolResult {
     /// Where each retriever ranked the tool; only with diagnostics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
+    /// The matched fragments of the description, matched words in `<em>`; only when a query JSON
+    /// document asks for `highlight` and something matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub highlights: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -597,6 +602,10 @@ pub struct Usage {
     /// The version of the project's ranking model, learned from its feedback, that fused the
     /// retrievers' lists; 0: the deployment's weights.
     pub ranking_model: u64,
+    /// The exact number of tools in the caller's scope that satisfy a query JSON document's
+    /// `query` and `filter`; only when it asks for `countExactly`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u64>,
 }
 
 pub const MAX_NEAR_MISSES: usize = 5;

@@ -566,6 +566,7 @@ fn tool_to_proto(t: ToolResult) -> pb::ToolResult {
         tokens: t.tokens,
         explain: t.explain.map(explain_to_proto),
         catalog_version: t.catalog_version,
+        highlights: t.highlights.unwrap_or_default(),
     }
 }
 
@@ -604,6 +605,7 @@ fn usage_to_proto(u: Usage) -> pb::Usage {
         failed_integrations: u.failed_integrations,
         degradations: u.degradations.into_iter().map(str::to_string).collect(),
         ranking_model: u.ranking_model,
+        matched: u.matched,
     }
 }
 

@@ -163,6 +163,11 @@ pub(crate) struct Ranked {
     /// What each retriever contributed to fusion, best first (what feedback learns from).
     pub lexical: Vec<Hit>,
     pub dense: Vec<Hit>,
+    /// With a structured query that asks for it: the exact number of tools in the caller's scope
+    /// that satisfy it.
+    pub matched: Option<u64>,
+    /// With a structured query that asks for them: matched description fragments, by tool name.
+    pub highlights: HashMap<String, Vec<String>>,
 }
 
 /// How a tool is returned to the caller: with the caller's schema, or the stored one.
@@ -579,7 +584,11 @@ impl Router {
         let mut dense_lists = Vec::new();
         let mut excluded_lexical = Vec::new();
         let mut excluded_dense = Vec::new();
+        let mut matched_by: HashMap<String, u64> = HashMap::new();
+        let mut highlights: HashMap<String, Vec<String>> = HashMap::new();
         for answer in answers {
+            matched_by.extend(answer.matched);
+            highlights.extend(answer.highlights);
             lexical_lists.push(answer.lexical);
             dense_lists.push(answer.dense);
             excluded_lexical.push(answer.excluded_lexical);
@@ -834,6 +843,14 @@ impl Router {
             ranking_model: model.map_or(0, |m| m.version),
             lexical,
             dense,
+            matched: (!matched_by.is_empty()).then(|| {
+                matched_by
+                    .iter()
+                    .filter(|(integration, _)| is_connected(integration))
+                    .map(|(_, n)| n)
+                    .sum()
+            }),
+            highlights,
         })
     }
 
@@ -1354,6 +1371,7 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
         tokens: shaped.tokens,
         catalog_version: c.catalog_version,
         explain: c.explain.clone(),
+        highlights: None,
     }
 }
 
@@ -1370,7 +1388,11 @@ pub(crate) fn query_result(
         .iter()
         .filter_map(|&pos| {
             let c = &ranked.candidates[pos];
-            shape(c).map(|s| to_result(c, s))
+            shape(c).map(|s| {
+                let mut result = to_result(c, s);
+                result.highlights = ranked.highlights.get(&c.record.name).cloned();
+                result
+            })
         })
         .collect();
     // The packer skips a tool that does not fit and keeps going: each skipped one would have been
@@ -1435,6 +1457,7 @@ pub(crate) fn query_result(
         failed_integrations: ranked.failed_integrations.clone(),
         degradations,
         ranking_model: ranked.ranking_model,
+        matched: ranked.matched,
     };
     if usage.partial {
         metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "tools")

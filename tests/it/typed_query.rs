@@ -82,6 +82,42 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     let got: BTreeSet<String> = returned(&body).into_iter().collect();
     assert_eq!(got, expected, "{body}");
 
+    // An exact count of what the nodes allow (not only of what is returned), under the ceiling.
+    let (status, body) = rest_search(
+        &cluster,
+        json!({"query": {"v": 1, "q": "records",
+                          "filter": {"type": "exists", "field": "category"},
+                          "countExactly": true, "limit": 2},
+               "maxSideEffect": "write"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let under_write = fixture_where(|t| {
+        t.side_effect
+            .is_some_and(|s| s.allowed_under(Some(agentsearch_common::tool::SideEffect::Write)))
+    });
+    assert_eq!(body["usage"]["matched"], json!(under_write.len()), "{body}");
+    assert_eq!(returned(&body).len(), 2);
+    let (_, plain) = rest_search(&cluster, json!({"query": "records"})).await;
+    assert!(plain["usage"].get("matched").is_none(), "counted only on request");
+
+    // Highlights mark the matched words of each description.
+    let (status, body) = rest_search(
+        &cluster,
+        json!({"query": {"v": 1, "q": "rename",
+                          "query": {"type": "prefix", "field": "description", "value": "roo"},
+                          "highlight": true}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let tools = body["tools"].as_array().unwrap();
+    assert!(!tools.is_empty(), "{body}");
+    for tool in tools {
+        let fragments = tool["highlights"].as_array().expect("highlights");
+        let text = fragments.iter().map(|f| f.as_str().unwrap()).collect::<String>();
+        assert!(text.to_lowercase().contains("<em>roo"), "{tool}");
+    }
+
     // The side-effect ceiling applies on top: a query for delete tools under `read` returns none.
     let (status, body) = rest_search(
         &cluster,
