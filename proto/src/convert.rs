@@ -283,6 +283,7 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
                 .into_iter()
                 .map(|(name, fragments)| (name, pb::Fragments { fragments }))
                 .collect(),
+            structured: r.structured,
         }
     }
 }
@@ -315,6 +316,7 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
                 .into_iter()
                 .map(|(name, f)| (name, f.fragments))
                 .collect(),
+            structured: r.structured,
         })
     }
 }

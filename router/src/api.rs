@@ -177,7 +177,7 @@ impl TypedQuery {
             }
         }
         Ok((
-            doc.q,
+            doc.q.filter(|q| !q.trim().is_empty()),
             doc.limit,
             TypedQuery {
                 structured: structured.to_string(),

@@ -60,6 +60,7 @@ pub fn app(state: RestState) -> AxumRouter {
             "/api/tools/projects/{project_id}/tools/schema",
             get(tool_query_schema),
         )
+        .route("/api/projects/{project_id}/meta-tools", get(meta_tools))
         .route(
             "/api/tools/projects/{project_id}/tools/{name}",
             get(get_tool),
@@ -339,6 +340,27 @@ async fn tool_query_schema(
 ) -> Result<Response, ApiError> {
     let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
     Ok(call.ok(agentsearch_query::schema(&agentsearch_query::Catalog::tools())))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetaToolsParams {
+    format: Option<String>,
+}
+
+/// The service's own tools as definitions for a model API (`?format=anthropic|openai`).
+async fn meta_tools(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    params: Result<Query<MetaToolsParams>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    let format =
+        crate::meta_tools::Format::parse(params.format.as_deref()).map_err(|e| call.fail(e))?;
+    Ok(call.ok(crate::meta_tools::definitions(format)))
 }
 
 async fn get_tool(

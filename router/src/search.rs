@@ -416,7 +416,7 @@ impl Router {
                 vector: vector.as_ref().map(|v| v.to_vec()),
                 categories: q.categories.to_vec(),
                 max_side_effect: q.max_side_effect,
-                limit: search.candidates,
+                limit: search.candidates.max(q.window as u32),
                 lexical: lexical_on,
                 stats,
                 structured: q.structured.map(str::to_string),
@@ -577,7 +577,8 @@ impl Router {
             }
         }
 
-        let limit = search.candidates as usize;
+        // Deep pages of a typed query need more candidates than the deployment's default.
+        let limit = (search.candidates as usize).max(q.window);
         let mut records: HashMap<String, Arc<ToolRecord>> = HashMap::new();
         let mut generations: HashMap<String, u64> = HashMap::new();
         let mut lexical_lists = Vec::new();
@@ -586,8 +587,19 @@ impl Router {
         let mut excluded_dense = Vec::new();
         let mut matched_by: HashMap<String, u64> = HashMap::new();
         let mut highlights: HashMap<String, Vec<String>> = HashMap::new();
+        if q.structured.is_some() && answers.iter().any(|a| !a.structured) {
+            // A shard that predates structured queries ignored the restriction: its answer
+            // would show what the query excludes.
+            return Err(Error::Unavailable(
+                "a shard of this deployment cannot run typed queries yet (an upgrade is in \
+                 progress?); retry later or send the query as a string"
+                    .into(),
+            ));
+        }
         for answer in answers {
-            matched_by.extend(answer.matched);
+            for (integration, n) in answer.matched {
+                *matched_by.entry(integration).or_insert(0) += n;
+            }
             highlights.extend(answer.highlights);
             lexical_lists.push(answer.lexical);
             dense_lists.push(answer.dense);
@@ -599,8 +611,10 @@ impl Router {
             }
         }
         // A query naming a tool the retrievers missed: look the name up, so it can rank first.
+        // Not for structured queries: a looked-up tool has not been checked against the nodes.
         let guesses: Vec<String> = name_guesses(q.query)
             .into_iter()
+            .filter(|_| q.structured.is_none())
             .filter(|g| {
                 !records.contains_key(g)
                     && !excluded_lexical

@@ -235,16 +235,19 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // A catalog whose integrations land on both shards.
+    // A catalog whose integrations land on both shards: placement hashes each integration over
+    // the shards' random ids, so four copies of the fixture's six integrations (all 24 on one
+    // shard: about one run in eight million).
+    let mut catalog = fixture_catalog();
+    for copy in 1..4 {
+        catalog.extend(fixture_catalog().into_iter().map(|mut tool| {
+            tool.name = format!("{}_{copy}", tool.name);
+            tool.integration = format!("{}{copy}", tool.integration);
+            tool
+        }));
+    }
     let channel = channel(grpc).await;
-    load_catalog_over(
-        channel.clone(),
-        PROJECT,
-        &fixture_catalog(),
-        10,
-        Some(SERVICE_TOKEN),
-    )
-    .await;
+    load_catalog_over(channel.clone(), PROJECT, &catalog, 10, Some(SERVICE_TOKEN)).await;
 
     // The search, as part of a trace the caller started.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";

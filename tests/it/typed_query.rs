@@ -82,6 +82,29 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     let got: BTreeSet<String> = returned(&body).into_iter().collect();
     assert_eq!(got, expected, "{body}");
 
+    // A filter alone lists every tool it allows; a query naming a tool outside it does not
+    // bring that tool back.
+    let (status, body) = rest_search(
+        &cluster,
+        json!({"query": {"v": 1, "filter": {"type": "term", "field": "integration", "value": "codebox"},
+                          "limit": 50}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        returned(&body).into_iter().collect::<BTreeSet<_>>(),
+        fixture_where(|t| t.integration == "codebox")
+    );
+    let (status, body) = rest_search(
+        &cluster,
+        json!({"query": {"v": 1, "q": "ACME_CHAT_POST_MESSAGE",
+                          "filter": {"type": "term", "field": "integration", "value": "crmly"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let names = returned(&body);
+    assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("CRMLY_")), "{body}");
+
     // An exact count of what the nodes allow (not only of what is returned), under the ceiling.
     let (status, body) = rest_search(
         &cluster,
@@ -241,4 +264,38 @@ async fn the_schema_endpoints_serve_the_generated_schema() {
         .unwrap()
         .into_inner();
     assert_eq!(serde_json::from_str::<Value>(&grpc.schema_json).unwrap(), schema);
+
+    // The meta-tools embed it: search_tools' `query` is a string or such a document.
+    for (format, schema_key) in [("anthropic", "input_schema"), ("openai", "parameters")] {
+        let (status, _, text) = http(
+            cluster.http.addr,
+            "GET",
+            &format!("/api/projects/{PROJECT}/meta-tools?format={format}"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        let tools = body["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools
+            .iter()
+            .map(|t| t["name"].as_str().or(t["function"]["name"].as_str()).unwrap())
+            .collect();
+        assert_eq!(names, ["search_tools", "search_context", "read_context", "get_tool"]);
+        let search = if format == "openai" { &tools[0]["function"] } else { &tools[0] };
+        let input = &search[schema_key];
+        assert_eq!(input["$defs"]["queryDocument"]["required"], json!(["v"]), "{input}");
+        assert!(search["description"].as_str().unwrap().contains("sideEffect (keyword)"));
+    }
+    let (status, _, text) = http(
+        cluster.http.addr,
+        "GET",
+        &format!("/api/projects/{PROJECT}/meta-tools?format=gemini"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("\"format\""), "{text}");
 }

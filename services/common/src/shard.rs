@@ -217,6 +217,9 @@ pub struct ShardSearchResponse {
     /// With a structured query that asks for highlights: the matched fragments of the description
     /// of each tool in `tools` that has any, by name.
     pub highlights: BTreeMap<String, Vec<String>>,
+    /// The request's structured query was applied (a shard that predates structured queries
+    /// leaves it false, and the router does not use its answer).
+    pub structured: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -222,11 +222,12 @@ impl ToolIndexes {
             structured: structured.as_ref(),
         };
         let mut response = search_sources(&scoped, &query, prepare_started);
+        response.structured = structured.is_some();
         if let Some(structured) = structured.as_ref().filter(|s| s.highlight) {
             let nodes: Vec<&agentsearch_query::Node> =
                 structured.query.iter().chain(&structured.filter).collect();
             let highlighter =
-                structured::Highlighter::new(&terms, &nodes, &["description", "parameters"]);
+                structured::Highlighter::new(&terms, &nodes, &["description"]);
             for tool in &response.tools {
                 let fragments = highlighter.fragments(&tool.description);
                 if !fragments.is_empty() {
@@ -393,6 +394,7 @@ fn search_sources<S: ToolSource>(
         generations,
         matched,
         highlights: Default::default(),
+        structured: false,
     }
 }
 

@@ -112,7 +112,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                 Target::Keyword(f) => (f, value.clone()),
                 Target::Record => unreachable!(),
             };
-            regex(f, &format!("{}.*", escape(&prefix)))
+            Ok(prefix_query(f, &prefix))
         }, |v| v.starts_with(value.as_str()))?,
         Node::Fuzzy {
             field,
@@ -136,10 +136,15 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
             Target::Record => unreachable!(),
         }, |v| edit_distance(v, value) <= usize::from(*max_edits))?,
         Node::Regex { field, pattern, .. } => {
-            let automaton = tantivy_fst::Regex::new(pattern)
-                .map_err(|e| IndexError::invalid("query", e.to_string()))?;
+            let automaton = std::sync::Arc::new(
+                tantivy_fst::Regex::new(pattern)
+                    .map_err(|e| IndexError::invalid("query", e.to_string()))?,
+            );
             leaf(source, field, |target| match target {
-                Target::Text(f) | Target::Keyword(f) => regex(f, pattern),
+                Target::Text(f) | Target::Keyword(f) => Ok(Box::new(RegexQuery::from_regex(
+                    automaton.clone(),
+                    f,
+                )) as Box<dyn Query>),
                 Target::Record => unreachable!(),
             }, |v| full_match(&automaton, v))?
         }
@@ -427,16 +432,13 @@ fn regex(field: Field, pattern: &str) -> Result<Box<dyn Query>> {
         .map_err(|e| IndexError::invalid("query", e.to_string()))
 }
 
-/// `text` as a regular expression matching itself.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+/// Terms starting with `prefix`: a range of the term dictionary (no automaton, whatever the
+/// prefix's length). Terms continuing with U+10FFFF itself are left out.
+fn prefix_query(field: Field, prefix: &str) -> Box<dyn Query> {
+    Box::new(RangeQuery::new(
+        std::ops::Bound::Included(Term::from_field_text(field, prefix)),
+        std::ops::Bound::Excluded(Term::from_field_text(field, &format!("{prefix}\u{10FFFF}"))),
+    ))
 }
 
 fn full_match(regex: &tantivy_fst::Regex, text: &str) -> bool {
@@ -467,10 +469,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaped_text_matches_itself_only() {
-        let re = tantivy_fst::Regex::new(&format!("{}.*", escape("a.b(c)+"))).unwrap();
-        assert!(full_match(&re, "a.b(c)+ and more"));
-        assert!(!full_match(&re, "axb(c)+"));
+    fn automata_match_whole_strings() {
         let re = tantivy_fst::Regex::new("sla[a-z]k").unwrap();
         assert!(full_match(&re, "slack"));
         assert!(!full_match(&re, "slacks"));
@@ -589,28 +588,30 @@ impl Highlighter {
         }
         let mut out = Vec::new();
         let mut i = 0;
+        // Where the previous fragment ended: fragments never overlap.
+        let mut done = 0;
         while i < spans.len() && out.len() < MAX_FRAGMENTS {
-            let from = floor_char(text, spans[i].0.saturating_sub(FRAGMENT_CHARS / 4));
-            let to = floor_char(text, (from + FRAGMENT_CHARS).min(text.len()));
+            let from = floor_char(text, spans[i].0.saturating_sub(FRAGMENT_CHARS / 4))
+                .max(done)
+                .min(spans[i].0);
+            let mut to = floor_char(text, (from + FRAGMENT_CHARS).min(text.len()));
+            // The fragment's first match is whole, however long.
+            to = to.max(spans[i].1);
             let mut fragment = String::new();
             let mut at = from;
             while i < spans.len() && spans[i].1 <= to {
                 let (start, end) = spans[i];
-                if start >= at {
-                    fragment.push_str(&text[at..start]);
-                    fragment.push_str("<em>");
-                    fragment.push_str(&text[start..end]);
-                    fragment.push_str("</em>");
-                    at = end;
-                }
+                fragment.push_str(&text[at..start]);
+                fragment.push_str("<em>");
+                fragment.push_str(&text[start..end]);
+                fragment.push_str("</em>");
+                at = end;
                 i += 1;
             }
             fragment.push_str(&text[at..to.max(at)]);
             out.push(fragment.trim().to_string());
-            // A match cut by the fragment's end starts the next one.
-            if i < spans.len() && spans[i].0 < to {
-                i += 1;
-            }
+            // A match cut by this fragment's end starts the next one.
+            done = to;
         }
         out
     }

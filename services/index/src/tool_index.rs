@@ -809,9 +809,25 @@ fn rebuild(dir: &Path, state: &State) -> Result<()> {
     }
     commit(&index, writer, state.generation)?;
     drop(index);
+    // Only a rebuild whose commit is durable may replace the index.
+    let marker = next.join(REBUILT);
+    fs::write(&marker, b"")?;
+    fs::File::open(&marker)?.sync_all()?;
+    sync_dir(&next)?;
     fs::rename(dir.join("tantivy"), dir.join("tantivy.old"))?;
+    sync_dir(dir)?;
     fs::rename(&next, dir.join("tantivy"))?;
+    sync_dir(dir)?;
     fs::remove_dir_all(dir.join("tantivy.old"))?;
+    Ok(())
+}
+
+/// In a rebuilt index directory: its commit was durable before the swap began.
+const REBUILT: &str = "rebuilt";
+
+/// Makes the entries of `dir` (renames, new files) durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
@@ -823,8 +839,12 @@ fn finish_rebuild(dir: &Path) -> Result<()> {
         dir.join("tantivy.rebuild"),
         dir.join("tantivy.old"),
     );
-    if !current.exists() && next.join("meta.json").exists() {
+    if !current.exists() && next.join(REBUILT).exists() {
         fs::rename(&next, &current)?;
+        sync_dir(dir)?;
+    } else if !current.exists() && old.exists() {
+        fs::rename(&old, &current)?;
+        sync_dir(dir)?;
     }
     for leftover in [next, old] {
         if leftover.exists() && current.exists() {
@@ -1048,5 +1068,12 @@ mod tests {
         let near: Vec<u64> = evaluate(&*state, &loose).unwrap().into_keys().collect();
         assert!(near.contains(&2), "{near:?}");
         assert_eq!(state.ids().len(), 2);
+        drop(state);
+        drop(reopened);
+
+        // A process stopped between the two renames of a rebuild: the durable rebuild is used.
+        fs::rename(dir.path().join("tantivy"), dir.path().join("tantivy.rebuild")).unwrap();
+        let recovered = IntegrationIndex::open(dir.path(), "slack").unwrap();
+        assert_eq!((recovered.generation(), recovered.len()), (7, 2));
     }
 }

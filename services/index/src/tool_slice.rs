@@ -258,8 +258,8 @@ impl Slice {
     }
 
     /// [`Slice::search_lexical`] over the documents a structured query allows: each scores its
-    /// structured score (`Some`) plus its BM25F for `query`; a document with neither (no structured
-    /// score, no term of `query`) is left out.
+    /// structured score (`Some`) plus its BM25F for `query`. When `query` has words, a document
+    /// with neither (no structured score, no word) is left out; without words, none is.
     pub(crate) fn search_lexical_allowed(
         &self,
         query: &LexicalQuery,
@@ -289,7 +289,9 @@ impl Slice {
             };
             let row = row as usize;
             let words = if by_words { buffers.scores[row] } else { 0.0 };
-            if words == 0.0 && structured.is_none() {
+            // With words, a document only the filter allows must hold one of them; without
+            // words, every allowed document is a candidate.
+            if by_words && words == 0.0 && structured.is_none() {
                 continue;
             }
             self.classify(row, words + structured.unwrap_or(0.0), filter, &mut out);

@@ -27,6 +27,16 @@ pub const MAX_WINDOW: u64 = 10_000;
 pub const MAX_DEPTH: usize = 8;
 /// Nodes and functions in one document (checked by the parser only).
 pub const MAX_NODES: usize = 256;
+/// `regex`, `fuzzy` and `prefix` nodes in one document: each compiles an automaton (checked by
+/// the parser only).
+pub const MAX_AUTOMATA: usize = 16;
+/// Ranges of one character class of a regular expression: `\w`, `\d`, `\s`, `\p{..}` and wide
+/// negated classes are Unicode-wide and make the term automaton huge; `[a-z0-9_]` is not.
+pub const MAX_CLASS_RANGES: usize = 32;
+/// Largest counted repetition (`{n}`, `{n,m}`) of a regular expression.
+pub const MAX_REGEX_REPEAT: u32 = 16;
+/// Repetitions nested in repetitions.
+pub const MAX_REGEX_NESTING: usize = 2;
 /// Digits of a duration.
 pub const MAX_DURATION_DIGITS: usize = 9;
 

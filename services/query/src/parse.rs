@@ -37,6 +37,7 @@ pub fn parse(catalog: &Catalog, document: &Value, prefix: &str) -> Result<QueryD
     Parser {
         catalog,
         nodes: 0,
+        automata: 0,
         now_ms: None,
     }
     .document(document, prefix)
@@ -49,7 +50,8 @@ pub fn is_document(value: &Value) -> bool {
 
 /// The nearest of `candidates` to a misspelt `name`, if one is close enough to be meant.
 pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let lower = name.to_lowercase();
+    // Names are short; a long one is compared by its start (bounded work).
+    let lower: String = name.chars().take(64).collect::<String>().to_lowercase();
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
         let distance = strsim::damerau_levenshtein(&lower, &candidate.to_lowercase());
@@ -103,6 +105,8 @@ fn list(names: &[&str]) -> String {
 struct Parser<'c> {
     catalog: &'c Catalog,
     nodes: usize,
+    /// `regex`, `fuzzy` and `prefix` nodes so far.
+    automata: usize,
     /// `now`, read once per document.
     now_ms: Option<i64>,
 }
@@ -266,6 +270,7 @@ impl Parser<'_> {
                 unknown_properties(map, &["type", "field", "value", "boost"], &at)?;
                 let text = self.catalog.names(FieldKind::is_text);
                 let field = self.field(map, &at, "field", &text, "prefix")?;
+                self.automaton(&at)?;
                 let value = string(required(map, "value", &at)?, &join(&at, "value"), MAX_VALUE_CHARS)?;
                 Ok(Node::Prefix {
                     field,
@@ -277,6 +282,7 @@ impl Parser<'_> {
                 unknown_properties(map, &["type", "field", "value", "maxEdits", "boost"], &at)?;
                 let text = self.catalog.names(FieldKind::is_text);
                 let field = self.field(map, &at, "field", &text, "fuzzy")?;
+                self.automaton(&at)?;
                 let value = string(required(map, "value", &at)?, &join(&at, "value"), MAX_VALUE_CHARS)?;
                 let max_edits = match map.get("maxEdits") {
                     Some(m) => integer(m, &join(&at, "maxEdits"), 0, MAX_EDITS)? as u8,
@@ -295,13 +301,13 @@ impl Parser<'_> {
                 let field = self.field(map, &at, "field", &text, "regex")?;
                 let pattern_path = join(&at, "pattern");
                 let pattern = string(required(map, "pattern", &at)?, &pattern_path, MAX_PATTERN_CHARS)?;
-                if let Err(e) = tantivy_fst::Regex::new(&pattern) {
+                self.automaton(&pattern_path)?;
+                if let Some(problem) = regex_problem(&pattern) {
                     return Err(err(
                         &pattern_path,
                         format!(
                             "is not a usable regular expression (matched against whole terms, \
-                             without anchors or \\b): {}",
-                            shorten(&e.to_string())
+                             without anchors or \\b): {problem}"
                         ),
                     ));
                 }
@@ -618,6 +624,18 @@ impl Parser<'_> {
         }
     }
 
+    /// Counts a node that compiles an automaton.
+    fn automaton(&mut self, path: &str) -> Result<()> {
+        self.automata += 1;
+        if self.automata > MAX_AUTOMATA {
+            return Err(err(
+                path,
+                format!("a query may hold at most {MAX_AUTOMATA} regex, fuzzy and prefix nodes"),
+            ));
+        }
+        Ok(())
+    }
+
     fn kind(&self, field: &str) -> FieldKind {
         self.catalog
             .field(field)
@@ -773,7 +791,10 @@ fn retyped(e: QueryError, value: &Value, field: &str, kind: FieldKind) -> QueryE
         FieldKind::Date => "a date string",
         FieldKind::Bool => "a boolean",
     };
-    if e.message.starts_with("must be a") {
+    let type_error = ["must be a string, got", "must be a number, got", "must be true or false, got"]
+        .iter()
+        .any(|p| e.message.starts_with(p));
+    if type_error {
         err(
             &e.path,
             format!("must be {wanted} for {kind} field `{field}`, got {}", kind_of(value)),
@@ -856,6 +877,61 @@ fn one_of<'a>(value: &Value, path: &str, allowed: &[&'a str]) -> Result<&'a str>
             None => format!("must be one of {}", list(allowed)),
         },
     ))
+}
+
+/// Why `pattern` cannot be a term automaton, if it cannot: syntax, or a shape whose automaton
+/// would be too large to build in bounded time (Unicode-wide classes, long counted repetitions,
+/// repetitions nested deeper than [`MAX_REGEX_NESTING`]).
+pub fn regex_problem(pattern: &str) -> Option<String> {
+    use regex_syntax::hir::{Class, Hir, HirKind};
+    let hir = match regex_syntax::ParserBuilder::new()
+        .nest_limit(32)
+        .build()
+        .parse(pattern)
+    {
+        Ok(hir) => hir,
+        Err(e) => {
+            let text = e.to_string();
+            return Some(shorten(text.lines().last().unwrap_or(&text)));
+        }
+    };
+    fn walk(hir: &Hir, depth: usize) -> Option<String> {
+        match hir.kind() {
+            HirKind::Class(Class::Unicode(class)) if class.ranges().len() > MAX_CLASS_RANGES => Some(
+                "a character class this wide (\\w, \\d, \\s, \\p{..} or a negated class) is \
+                 not allowed; list the characters, e.g. [a-z0-9_]"
+                    .into(),
+            ),
+            HirKind::Class(Class::Bytes(class)) if class.ranges().len() > MAX_CLASS_RANGES => {
+                Some("a character class this wide is not allowed; list the characters".into())
+            }
+            HirKind::Repetition(r) => {
+                if r.max.unwrap_or(r.min) > MAX_REGEX_REPEAT {
+                    return Some(format!(
+                        "a counted repetition may repeat at most {MAX_REGEX_REPEAT} times"
+                    ));
+                }
+                if depth >= MAX_REGEX_NESTING {
+                    return Some(format!(
+                        "repetitions may be nested at most {MAX_REGEX_NESTING} deep"
+                    ));
+                }
+                walk(&r.sub, depth + 1)
+            }
+            HirKind::Capture(c) => walk(&c.sub, depth),
+            HirKind::Concat(parts) | HirKind::Alternation(parts) => {
+                parts.iter().find_map(|p| walk(p, depth))
+            }
+            HirKind::Look(_) => Some("anchors and \\b are not supported".into()),
+            _ => None,
+        }
+    }
+    if let Some(problem) = walk(&hir, 0) {
+        return Some(problem);
+    }
+    tantivy_fst::Regex::new(pattern)
+        .err()
+        .map(|e| shorten(&e.to_string()))
 }
 
 /// A duration (`90s`, `12h`, `30d`, `500ms`) in milliseconds.
@@ -1034,6 +1110,26 @@ mod tests {
         }
         let e = parse_err(json!({"v": 1, "query": deep}));
         assert!(e.message.contains("nested at most"), "{}", e.message);
+    }
+
+    #[test]
+    fn costly_regular_expressions_are_refused_before_any_automaton_is_built() {
+        for (pattern, why) in [
+            ("(\\w*\\W*){30}", "at most 16 times"),
+            ("\\w*\\W*", "this wide"),
+            ("[^a]*\\d+", "this wide"),
+            ("((a*)*)*", "nested"),
+            ("^abc", "anchors"),
+            ("a{1000}", "16 times"),
+            // Within the shape limits, but more automaton states than the engine builds.
+            ("(a|b)*a(a|b){15}", ""),
+        ] {
+            let problem = regex_problem(pattern).expect(pattern);
+            assert!(problem.contains(why), "{pattern}: {problem}");
+        }
+        for pattern in ["sen.*", "[a-z]+", "mess(age|enger)", "(a|b)*a(a|b){3}", "caf\u{e9}.*"] {
+            assert_eq!(regex_problem(pattern), None, "{pattern}");
+        }
     }
 
     #[test]

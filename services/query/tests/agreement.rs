@@ -73,6 +73,8 @@ struct Gen<'c> {
     rng: Rng,
     catalog: &'c Catalog,
     nodes: usize,
+    /// `regex`, `fuzzy` and `prefix` nodes of the document being generated.
+    automata: usize,
 }
 
 impl<'c> Gen<'c> {
@@ -127,6 +129,12 @@ impl<'c> Gen<'c> {
         };
         let mut node = loop {
             let kind = *self.rng.pick(kinds);
+            if matches!(kind, "regex" | "fuzzy" | "prefix") {
+                if self.automata >= agentsearch_query::limits::MAX_AUTOMATA {
+                    continue;
+                }
+                self.automata += 1;
+            }
             if let Some(node) = self.kind(kind, depth) {
                 break node;
             }
@@ -276,6 +284,7 @@ impl<'c> Gen<'c> {
 
     fn document(&mut self) -> Value {
         self.nodes = 0;
+        self.automata = 0;
         let mut doc = json!({"v": 1});
         if self.rng.chance(70) {
             doc["q"] = self.text();
@@ -460,6 +469,7 @@ const PARSER_ONLY: &[&str] = &[
     "limit + offset",
     "nested at most",
     "at most 256 nodes",
+    "at most 16 regex, fuzzy and prefix nodes",
 ];
 
 fn check(catalog: &Catalog, seed: u64, documents: usize) -> Vec<(Value, bool)> {
@@ -469,6 +479,7 @@ fn check(catalog: &Catalog, seed: u64, documents: usize) -> Vec<(Value, bool)> {
         rng: Rng(seed),
         catalog,
         nodes: 0,
+        automata: 0,
     };
     let mut corpus = Vec::new();
     let (mut valid, mut invalid) = (0, 0);
