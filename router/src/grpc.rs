@@ -154,6 +154,12 @@ impl ToolSearch for PublicGrpc {
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        if r.query_json.is_some() && !r.query.is_empty() {
+            return Err(fail(Error::invalid(
+                "query",
+                "give `query` or `queryJson`, not both",
+            )));
+        }
         let query_document = match r.query_json.as_deref() {
             None => None,
             Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(|e| {

@@ -221,6 +221,17 @@ async fn a_misspelt_document_is_refused_with_its_path_and_the_nearest_name() {
     let violation = &status.get_details_bad_request().unwrap().field_violations[0];
     assert_eq!(violation.field, "query.query.type");
     assert!(violation.description.contains("did you mean `term`"), "{violation:?}");
+    let status = client
+        .search_tools(pb::SearchToolsRequest {
+            project_id: PROJECT.into(),
+            query: "x".into(),
+            query_json: Some(json!({"v": 1, "q": "x"}).to_string()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(status.get_details_bad_request().unwrap().field_violations[0].field, "query");
     // And a valid one answers.
     let response = client
         .search_tools(pb::SearchToolsRequest {

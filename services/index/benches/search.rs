@@ -111,6 +111,30 @@ fn bench(c: &mut Criterion) {
     c.bench_function("shard_search_100x50_dense", |b| {
         b.iter(|| indexes.search(&dense))
     });
+    // Typed queries: the same words restricted by a filter on the side effect (every index
+    // evaluates it on tantivy), and a phrase with no words (ranked by the node alone).
+    let filtered = ShardSearchRequest {
+        structured: Some(
+            r#"{"v":1,"filter":{"type":"term","field":"sideEffect","value":"send"}}"#.into(),
+        ),
+        ..request.clone()
+    };
+    c.bench_function("shard_search_100x50_hybrid_typed_filter", |b| {
+        b.iter(|| indexes.search(&filtered))
+    });
+    let phrase = ShardSearchRequest {
+        query: String::new(),
+        vector: None,
+        stats: None,
+        structured: Some(
+            r#"{"v":1,"query":{"type":"phrase","field":"description","terms":["send","a","invoice"]}}"#
+                .into(),
+        ),
+        ..request.clone()
+    };
+    c.bench_function("shard_search_100x50_typed_phrase_only", |b| {
+        b.iter(|| indexes.search(&phrase))
+    });
     c.bench_function("shard_term_stats_100", |b| {
         b.iter(|| {
             indexes.term_stats(&TermStatsRequest {
