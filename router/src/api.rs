@@ -208,25 +208,25 @@ impl RawSearch {
                 }
             },
             (query, None) => match query {
-            None => {
-                v.push(FieldViolation::new("query", "is required"));
-                String::new()
-            }
-            Some(q) if q.trim().is_empty() => {
-                v.push(FieldViolation::new("query", "query should not be empty"));
-                q
-            }
-            Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
-                v.push(FieldViolation::new(
-                    "query",
-                    format!(
-                        "must be at most {MAX_QUERY_CHARS} characters, got {}",
-                        q.chars().count()
-                    ),
-                ));
-                q
-            }
-            Some(q) => q,
+                None => {
+                    v.push(FieldViolation::new("query", "is required"));
+                    String::new()
+                }
+                Some(q) if q.trim().is_empty() => {
+                    v.push(FieldViolation::new("query", "query should not be empty"));
+                    q
+                }
+                Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
+                    v.push(FieldViolation::new(
+                        "query",
+                        format!(
+                            "must be at most {MAX_QUERY_CHARS} characters, got {}",
+                            q.chars().count()
+                        ),
+                    ));
+                    q
+                }
+                Some(q) => q,
             },
         };
         let mut top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K));

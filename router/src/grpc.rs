@@ -162,12 +162,14 @@ impl ToolSearch for PublicGrpc {
         }
         let query_document = match r.query_json.as_deref() {
             None => None,
-            Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
-                fail(Error::invalid(
-                    "queryJson",
-                    format!("is not valid JSON: {e}"),
-                ))
-            })?),
+            Some(text) => Some(
+                serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+                    fail(Error::invalid(
+                        "queryJson",
+                        format!("is not valid JSON: {e}"),
+                    ))
+                })?,
+            ),
         };
         let raw = RawSearch {
             query: (query_document.is_none()).then_some(r.query),

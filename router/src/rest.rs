@@ -339,7 +339,9 @@ async fn tool_query_schema(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
-    Ok(call.ok(agentsearch_query::schema(&agentsearch_query::Catalog::tools())))
+    Ok(call.ok(agentsearch_query::schema(
+        &agentsearch_query::Catalog::tools(),
+    )))
 }
 
 #[derive(serde::Deserialize)]

@@ -235,7 +235,9 @@ impl Router {
         );
 
         if offset > 0 {
-            ranked.candidates.drain(..offset.min(ranked.candidates.len()));
+            ranked
+                .candidates
+                .drain(..offset.min(ranked.candidates.len()));
         }
         let (packing, shaped) = self
             .pack_shaped(

@@ -14,7 +14,6 @@ use tokio::net::TcpListener;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-
 /// A loopback port nothing listens on (bound, then released).
 async fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -157,7 +156,8 @@ async fn a_router_starts_with_a_shard_down_and_readiness_follows_its_shards() {
             break;
         }
     }
-    let other_project = spread.expect("no integration of 8 projects was placed on the shard that joined");
+    let other_project =
+        spread.expect("no integration of 8 projects was placed on the shard that joined");
 
     // B dies: readiness drops (its integrations have no reachable copy), gRPC health follows,
     // and searches still answer, naming what they could not search.

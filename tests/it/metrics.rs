@@ -36,7 +36,8 @@ async fn scrape(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn router_and_shard_metrics_move_with_traffic() {
     let cluster = Cluster::start(2).await;
-    load_catalog(cluster.grpc, PROJECT, &fixture_catalog(), 50).await;
+    // Tools on both shards, so that a search calls each.
+    load_catalog(cluster.grpc, PROJECT, &spread_catalog(), 50).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let shard_metrics = listener.local_addr().unwrap();
     let (drain, draining) = tokio::sync::oneshot::channel::<()>();

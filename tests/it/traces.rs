@@ -235,17 +235,8 @@ async fn one_search_is_one_trace_across_the_router_and_its_shards() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // A catalog whose integrations land on both shards: placement hashes each integration over
-    // the shards' random ids, so four copies of the fixture's six integrations (all 24 on one
-    // shard: about one run in eight million).
-    let mut catalog = fixture_catalog();
-    for copy in 1..4 {
-        catalog.extend(fixture_catalog().into_iter().map(|mut tool| {
-            tool.name = format!("{}_{copy}", tool.name);
-            tool.integration = format!("{}{copy}", tool.integration);
-            tool
-        }));
-    }
+    // A catalog whose integrations land on both shards.
+    let catalog = spread_catalog();
     let channel = channel(grpc).await;
     load_catalog_over(channel.clone(), PROJECT, &catalog, 10, Some(SERVICE_TOKEN)).await;
 

@@ -32,7 +32,9 @@ fn returned(response: &Value) -> Vec<String> {
 }
 
 /// Fixture tools for which `keep` holds, by name.
-fn fixture_where(keep: impl Fn(&agentsearch_common::tool::ToolDefinition) -> bool) -> BTreeSet<String> {
+fn fixture_where(
+    keep: impl Fn(&agentsearch_common::tool::ToolDefinition) -> bool,
+) -> BTreeSet<String> {
     fixture_catalog()
         .into_iter()
         .filter(|t| keep(t))
@@ -103,7 +105,10 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     .await;
     assert_eq!(status, 200, "{body}");
     let names = returned(&body);
-    assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("CRMLY_")), "{body}");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("CRMLY_")),
+        "{body}"
+    );
 
     // An exact count of what the nodes allow (not only of what is returned), under the ceiling.
     let (status, body) = rest_search(
@@ -122,7 +127,10 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     assert_eq!(body["usage"]["matched"], json!(under_write.len()), "{body}");
     assert_eq!(returned(&body).len(), 2);
     let (_, plain) = rest_search(&cluster, json!({"query": "records"})).await;
-    assert!(plain["usage"].get("matched").is_none(), "counted only on request");
+    assert!(
+        plain["usage"].get("matched").is_none(),
+        "counted only on request"
+    );
 
     // Highlights mark the matched words of each description.
     let (status, body) = rest_search(
@@ -137,7 +145,10 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     assert!(!tools.is_empty(), "{body}");
     for tool in tools {
         let fragments = tool["highlights"].as_array().expect("highlights");
-        let text = fragments.iter().map(|f| f.as_str().unwrap()).collect::<String>();
+        let text = fragments
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect::<String>();
         assert!(text.to_lowercase().contains("<em>roo"), "{tool}");
     }
 
@@ -150,15 +161,20 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert!(returned(&body).is_empty(), "{body}");
-    assert!(body["usage"]["omittedForSideEffect"].as_u64().unwrap() > 0, "{body}");
+    assert!(
+        body["usage"]["omittedForSideEffect"].as_u64().unwrap() > 0,
+        "{body}"
+    );
 
     // Pages: limit 3 at offset 3 is the second half of limit 6.
-    let page = |limit: u32, offset: u32| {
-        json!({"query": {"v": 1, "q": "send a message", "limit": limit, "offset": offset}})
-    };
+    let page = |limit: u32, offset: u32| json!({"query": {"v": 1, "q": "send a message", "limit": limit, "offset": offset}});
     let (_, six) = rest_search(&cluster, page(6, 0)).await;
     let (_, second) = rest_search(&cluster, page(3, 3)).await;
-    assert_eq!(returned(&six)[3..].to_vec(), returned(&second), "{six}\n{second}");
+    assert_eq!(
+        returned(&six)[3..].to_vec(),
+        returned(&second),
+        "{six}\n{second}"
+    );
 
     // A document with only `q` ranks as the same string query does.
     let (_, typed) = rest_search(&cluster, json!({"query": {"v": 1, "q": "send a message"}})).await;
@@ -175,7 +191,12 @@ async fn structured_queries_select_exactly_the_matching_tools() {
     .await;
     assert_eq!(status, 200, "{body}");
     let messages = fixture_where(|t| {
-        let text = format!("{} {}", t.description, serde_json::to_string(&t.parameters).unwrap()).to_lowercase();
+        let text = format!(
+            "{} {}",
+            t.description,
+            serde_json::to_string(&t.parameters).unwrap()
+        )
+        .to_lowercase();
         text.contains("messag")
     });
     for name in returned(&body) {
@@ -197,14 +218,23 @@ async fn a_misspelt_document_is_refused_with_its_path_and_the_nearest_name() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "REQUEST_INVALID", "{body}");
     let violation = &body["error"]["details"][0];
-    assert_eq!(violation["field"], "query.query.boolean.must[1].range.field", "{body}");
+    assert_eq!(
+        violation["field"], "query.query.boolean.must[1].range.field",
+        "{body}"
+    );
     assert!(
-        violation["issue"].as_str().unwrap().contains("did you mean `category`"),
+        violation["issue"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `category`"),
         "{body}"
     );
     // `topK` and the document's `limit` say the same thing: only one may be given.
-    let (status, body) =
-        rest_search(&cluster, json!({"query": {"v": 1, "q": "x", "limit": 3}, "topK": 3})).await;
+    let (status, body) = rest_search(
+        &cluster,
+        json!({"query": {"v": 1, "q": "x", "limit": 3}, "topK": 3}),
+    )
+    .await;
     assert_eq!(status, 400, "{body}");
 
     // Over gRPC: `query_json`, the same path.
@@ -212,7 +242,10 @@ async fn a_misspelt_document_is_refused_with_its_path_and_the_nearest_name() {
     let status = client
         .search_tools(pb::SearchToolsRequest {
             project_id: PROJECT.into(),
-            query_json: Some(json!({"v": 1, "query": {"type": "trem", "field": "name", "value": "x"}}).to_string()),
+            query_json: Some(
+                json!({"v": 1, "query": {"type": "trem", "field": "name", "value": "x"}})
+                    .to_string(),
+            ),
             ..Default::default()
         })
         .await
@@ -220,7 +253,10 @@ async fn a_misspelt_document_is_refused_with_its_path_and_the_nearest_name() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     let violation = &status.get_details_bad_request().unwrap().field_violations[0];
     assert_eq!(violation.field, "query.query.type");
-    assert!(violation.description.contains("did you mean `term`"), "{violation:?}");
+    assert!(
+        violation.description.contains("did you mean `term`"),
+        "{violation:?}"
+    );
     let status = client
         .search_tools(pb::SearchToolsRequest {
             project_id: PROJECT.into(),
@@ -231,13 +267,19 @@ async fn a_misspelt_document_is_refused_with_its_path_and_the_nearest_name() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
-    assert_eq!(status.get_details_bad_request().unwrap().field_violations[0].field, "query");
+    assert_eq!(
+        status.get_details_bad_request().unwrap().field_violations[0].field,
+        "query"
+    );
     // And a valid one answers.
     let response = client
         .search_tools(pb::SearchToolsRequest {
             project_id: PROJECT.into(),
-            query_json: Some(json!({"v": 1, "q": "open a ticket",
-                "filter": {"type": "term", "field": "integration", "value": "ticketeer"}}).to_string()),
+            query_json: Some(
+                json!({"v": 1, "q": "open a ticket",
+                "filter": {"type": "term", "field": "integration", "value": "ticketeer"}})
+                .to_string(),
+            ),
             ..Default::default()
         })
         .await
@@ -260,12 +302,17 @@ async fn the_schema_endpoints_serve_the_generated_schema() {
     .await;
     assert_eq!(status, 200, "{text}");
     let schema: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     assert_eq!(schema["required"], json!(["v"]));
-    assert!(schema["$defs"]["phrase"]["properties"]["field"]["enum"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("description")));
+    assert!(
+        schema["$defs"]["phrase"]["properties"]["field"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("description"))
+    );
     let mut client = pb::tool_search_client::ToolSearchClient::new(channel(cluster.grpc).await);
     let grpc = client
         .get_tool_query_schema(pb::GetQuerySchemaRequest {
@@ -274,7 +321,10 @@ async fn the_schema_endpoints_serve_the_generated_schema() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(serde_json::from_str::<Value>(&grpc.schema_json).unwrap(), schema);
+    assert_eq!(
+        serde_json::from_str::<Value>(&grpc.schema_json).unwrap(),
+        schema
+    );
 
     // The meta-tools embed it: search_tools' `query` is a string or such a document.
     for (format, schema_key) in [("anthropic", "input_schema"), ("openai", "parameters")] {
@@ -291,13 +341,34 @@ async fn the_schema_endpoints_serve_the_generated_schema() {
         let tools = body["tools"].as_array().unwrap();
         let names: Vec<&str> = tools
             .iter()
-            .map(|t| t["name"].as_str().or(t["function"]["name"].as_str()).unwrap())
+            .map(|t| {
+                t["name"]
+                    .as_str()
+                    .or(t["function"]["name"].as_str())
+                    .unwrap()
+            })
             .collect();
-        assert_eq!(names, ["search_tools", "search_context", "read_context", "get_tool"]);
-        let search = if format == "openai" { &tools[0]["function"] } else { &tools[0] };
+        assert_eq!(
+            names,
+            ["search_tools", "search_context", "read_context", "get_tool"]
+        );
+        let search = if format == "openai" {
+            &tools[0]["function"]
+        } else {
+            &tools[0]
+        };
         let input = &search[schema_key];
-        assert_eq!(input["$defs"]["queryDocument"]["required"], json!(["v"]), "{input}");
-        assert!(search["description"].as_str().unwrap().contains("sideEffect (keyword)"));
+        assert_eq!(
+            input["$defs"]["queryDocument"]["required"],
+            json!(["v"]),
+            "{input}"
+        );
+        assert!(
+            search["description"]
+                .as_str()
+                .unwrap()
+                .contains("sideEffect (keyword)")
+        );
     }
     let (status, _, text) = http(
         cluster.http.addr,

@@ -211,6 +211,21 @@ pub fn fixture_catalog() -> Vec<ToolDefinition> {
     agentsearch::demo::parse_catalog(text).unwrap()
 }
 
+/// The fixture catalog and three renamed copies of it (24 integrations): placement hashes each
+/// integration over the shards' random ids, so a test that needs tools on every one of two
+/// shards uses this (all 24 on one shard: about one run in eight million).
+pub fn spread_catalog() -> Vec<ToolDefinition> {
+    let mut catalog = fixture_catalog();
+    for copy in 1..4 {
+        catalog.extend(fixture_catalog().into_iter().map(|mut tool| {
+            tool.name = format!("{}_{copy}", tool.name);
+            tool.integration = format!("{}{copy}", tool.integration);
+            tool
+        }));
+    }
+    catalog
+}
+
 pub async fn channel(addr: SocketAddr) -> Channel {
     tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()

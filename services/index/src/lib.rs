@@ -13,8 +13,8 @@ pub mod error;
 pub mod inline_index;
 pub mod lexical;
 pub mod schema;
-mod structured;
 pub mod segment_index;
+mod structured;
 pub mod tool_index;
 mod tool_slice;
 
@@ -226,8 +226,7 @@ impl ToolIndexes {
         if let Some(structured) = structured.as_ref().filter(|s| s.highlight) {
             let nodes: Vec<&agentsearch_query::Node> =
                 structured.query.iter().chain(&structured.filter).collect();
-            let highlighter =
-                structured::Highlighter::new(&terms, &nodes, &["description"]);
+            let highlighter = structured::Highlighter::new(&terms, &nodes, &["description"]);
             for tool in &response.tools {
                 let fragments = highlighter.fragments(&tool.description);
                 if !fragments.is_empty() {
@@ -452,7 +451,8 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
         let answer = source.search(query, &mut buffers);
         part.generations.push(answer.generation);
         if let Some(matched) = answer.matched {
-            part.matched.push((source.integration().to_string(), matched));
+            part.matched
+                .push((source.integration().to_string(), matched));
         }
         part.lexical_ms += answer.lexical_ms;
         part.dense_ms += answer.dense_ms;

@@ -76,77 +76,97 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                 Scalar::Text(t) => t.clone(),
                 other => return Err(unsupported(field, other)),
             };
-            leaf(source, field, |target| match target {
-                Target::Text(f) => Ok(all_words(f, &text)),
-                Target::Keyword(f) => Ok(term(f, &text)),
-                Target::Record => unreachable!(),
-            }, |v| v == text)?
+            leaf(
+                source,
+                field,
+                |target| match target {
+                    Target::Text(f) => Ok(all_words(f, &text)),
+                    Target::Keyword(f) => Ok(term(f, &text)),
+                    Target::Record => unreachable!(),
+                },
+                |v| v == text,
+            )?
         }
         Node::Phrase {
             field, terms, slop, ..
         } => {
             let joined = terms.join(" ");
-            leaf(source, field, |target| match target {
-                Target::Text(f) => {
-                    let words = analyze_positions(&joined);
-                    let first = words.first().map_or(0, |(p, _)| *p);
-                    Ok(match words.len() {
-                        0 => Box::new(EmptyQuery),
-                        1 => text_term(f, &words[0].1),
-                        _ => Box::new(PhraseQuery::new_with_offset_and_slop(
-                            words
-                                .iter()
-                                .map(|(p, w)| (p - first, Term::from_field_text(f, w)))
-                                .collect(),
-                            *slop,
-                        )),
-                    })
-                }
-                Target::Keyword(f) => Ok(term(f, &joined)),
-                Target::Record => unreachable!(),
-            }, |v| v == joined)?
+            leaf(
+                source,
+                field,
+                |target| match target {
+                    Target::Text(f) => {
+                        let words = analyze_positions(&joined);
+                        let first = words.first().map_or(0, |(p, _)| *p);
+                        Ok(match words.len() {
+                            0 => Box::new(EmptyQuery),
+                            1 => text_term(f, &words[0].1),
+                            _ => Box::new(PhraseQuery::new_with_offset_and_slop(
+                                words
+                                    .iter()
+                                    .map(|(p, w)| (p - first, Term::from_field_text(f, w)))
+                                    .collect(),
+                                *slop,
+                            )),
+                        })
+                    }
+                    Target::Keyword(f) => Ok(term(f, &joined)),
+                    Target::Record => unreachable!(),
+                },
+                |v| v == joined,
+            )?
         }
-        Node::Prefix { field, value, .. } => leaf(source, field, |target| {
-            let (f, prefix) = match target {
-                Target::Text(f) => (f, value.to_lowercase()),
-                Target::Keyword(f) => (f, value.clone()),
-                Target::Record => unreachable!(),
-            };
-            Ok(prefix_query(f, &prefix))
-        }, |v| v.starts_with(value.as_str()))?,
+        Node::Prefix { field, value, .. } => leaf(
+            source,
+            field,
+            |target| {
+                let (f, prefix) = match target {
+                    Target::Text(f) => (f, value.to_lowercase()),
+                    Target::Keyword(f) => (f, value.clone()),
+                    Target::Record => unreachable!(),
+                };
+                Ok(prefix_query(f, &prefix))
+            },
+            |v| v.starts_with(value.as_str()),
+        )?,
         Node::Fuzzy {
             field,
             value,
             max_edits,
             ..
-        } => leaf(source, field, |target| match target {
-            Target::Text(f) => {
-                let words = analyze(value);
-                Ok(match words.len() {
-                    0 => Box::new(EmptyQuery),
-                    _ => all_of(
-                        words
-                            .iter()
-                            .map(|w| fuzzy(f, w, *max_edits))
-                            .collect(),
-                    ),
-                })
-            }
-            Target::Keyword(f) => Ok(fuzzy(f, value, *max_edits)),
-            Target::Record => unreachable!(),
-        }, |v| edit_distance(v, value) <= usize::from(*max_edits))?,
+        } => leaf(
+            source,
+            field,
+            |target| match target {
+                Target::Text(f) => {
+                    let words = analyze(value);
+                    Ok(match words.len() {
+                        0 => Box::new(EmptyQuery),
+                        _ => all_of(words.iter().map(|w| fuzzy(f, w, *max_edits)).collect()),
+                    })
+                }
+                Target::Keyword(f) => Ok(fuzzy(f, value, *max_edits)),
+                Target::Record => unreachable!(),
+            },
+            |v| edit_distance(v, value) <= usize::from(*max_edits),
+        )?,
         Node::Regex { field, pattern, .. } => {
             let automaton = std::sync::Arc::new(
                 tantivy_fst::Regex::new(pattern)
                     .map_err(|e| IndexError::invalid("query", e.to_string()))?,
             );
-            leaf(source, field, |target| match target {
-                Target::Text(f) | Target::Keyword(f) => Ok(Box::new(RegexQuery::from_regex(
-                    automaton.clone(),
-                    f,
-                )) as Box<dyn Query>),
-                Target::Record => unreachable!(),
-            }, |v| full_match(&automaton, v))?
+            leaf(
+                source,
+                field,
+                |target| match target {
+                    Target::Text(f) | Target::Keyword(f) => {
+                        Ok(Box::new(RegexQuery::from_regex(automaton.clone(), f))
+                            as Box<dyn Query>)
+                    }
+                    Target::Record => unreachable!(),
+                },
+                |v| full_match(&automaton, v),
+            )?
         }
         Node::MultiFieldTerm { fields, value, .. } => {
             let mut union = Matches::default();
@@ -192,26 +212,36 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                 };
                 above && below
             };
-            leaf(source, field, |target| match target {
-                Target::Text(f) | Target::Keyword(f) => {
-                    let to_term = |b: &std::ops::Bound<String>| match b {
-                        std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
-                        std::ops::Bound::Included(s) => {
-                            std::ops::Bound::Included(Term::from_field_text(f, s))
-                        }
-                        std::ops::Bound::Excluded(s) => {
-                            std::ops::Bound::Excluded(Term::from_field_text(f, s))
-                        }
-                    };
-                    Ok(Box::new(RangeQuery::new(to_term(&lo), to_term(&hi))) as Box<dyn Query>)
-                }
-                Target::Record => unreachable!(),
-            }, in_range)?
+            leaf(
+                source,
+                field,
+                |target| match target {
+                    Target::Text(f) | Target::Keyword(f) => {
+                        let to_term = |b: &std::ops::Bound<String>| match b {
+                            std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
+                            std::ops::Bound::Included(s) => {
+                                std::ops::Bound::Included(Term::from_field_text(f, s))
+                            }
+                            std::ops::Bound::Excluded(s) => {
+                                std::ops::Bound::Excluded(Term::from_field_text(f, s))
+                            }
+                        };
+                        Ok(Box::new(RangeQuery::new(to_term(&lo), to_term(&hi))) as Box<dyn Query>)
+                    }
+                    Target::Record => unreachable!(),
+                },
+                in_range,
+            )?
         }
-        Node::Exists { field, .. } => leaf(source, field, |target| match target {
-            Target::Text(f) | Target::Keyword(f) => regex(f, ".+"),
-            Target::Record => unreachable!(),
-        }, |v| !v.is_empty())?,
+        Node::Exists { field, .. } => leaf(
+            source,
+            field,
+            |target| match target {
+                Target::Text(f) | Target::Keyword(f) => regex(f, ".+"),
+                Target::Record => unreachable!(),
+            },
+            |v| !v.is_empty(),
+        )?,
         Node::Boolean {
             must,
             should,
@@ -337,7 +367,9 @@ fn leaf(
         }
         Target::Text(_) => {
             let q = query(target)?;
-            Ok(collect(source.searcher(), q.as_ref())?.into_iter().collect())
+            Ok(collect(source.searcher(), q.as_ref())?
+                .into_iter()
+                .collect())
         }
     }
 }
@@ -642,7 +674,10 @@ mod highlight_tests {
             boost: 1.0,
         };
         let h = Highlighter::new(&[], &[&prefix], &["description"]);
-        assert_eq!(h.fragments("Post to a channel"), vec!["Post to a <em>channel</em>"]);
+        assert_eq!(
+            h.fragments("Post to a channel"),
+            vec!["Post to a <em>channel</em>"]
+        );
         let elsewhere = Node::Prefix {
             field: "name".into(),
             value: "chan".into(),
@@ -650,7 +685,8 @@ mod highlight_tests {
         };
         assert!(Highlighter::new(&[], &[&elsewhere], &["description"]).is_empty());
         let long = format!("{} needle {}", "word ".repeat(100), "word ".repeat(100));
-        let fragments = Highlighter::new(&analyze("needle"), &[], &["description"]).fragments(&long);
+        let fragments =
+            Highlighter::new(&analyze("needle"), &[], &["description"]).fragments(&long);
         assert_eq!(fragments.len(), 1);
         assert!(fragments[0].contains("<em>needle</em>") && fragments[0].len() < 200);
     }

@@ -265,9 +265,7 @@ impl State {
             matched: None,
         }
     }
-}
 
-impl State {
     /// [`State::search`] restricted by a structured query: both retrievers rank only the
     /// documents it allows; the lexical one adds its score to BM25F's (and ranks by it alone
     /// when the query has no words).
@@ -280,47 +278,37 @@ impl State {
         let started = Instant::now();
         let allowed =
             crate::structured::allowed(self, structured.query.as_ref(), structured.filter.as_ref());
-        let matched = Instant::now();
-        let count = match (&allowed, structured.count_exactly) {
+        let failed = |err: &IndexError| Err(IndexError::invalid("query", err.to_string()));
+        // The nodes' evaluation is timed with the lexical retriever.
+        let lexical = query.lexical.map(|lexical| match &allowed {
+            Ok(allowed) => Ok(self.slice.search_lexical_allowed(
+                lexical,
+                allowed,
+                query.filter,
+                query.limit,
+                buffers,
+            )),
+            Err(err) => failed(err),
+        });
+        let lexical_done = Instant::now();
+        let dense = query.vector.map(|vector| match &allowed {
+            Ok(allowed) => {
+                self.slice
+                    .search_dense_allowed(vector, allowed, query.filter, query.limit, buffers)
+            }
+            Err(err) => failed(err),
+        });
+        let matched = match (&allowed, structured.count_exactly) {
             (Ok(allowed), true) => Some(self.slice.count_allowed(allowed, query.filter)),
             _ => None,
-        };
-        let (lexical, dense) = match allowed {
-            Err(err) => {
-                let message = err.to_string();
-                (
-                    query.lexical.map(|_| Err(IndexError::invalid("query", message.clone()))),
-                    query.vector.map(|_| Err(IndexError::invalid("query", message))),
-                )
-            }
-            Ok(allowed) => (
-                query.lexical.map(|lexical| {
-                    Ok(self.slice.search_lexical_allowed(
-                        lexical,
-                        &allowed,
-                        query.filter,
-                        query.limit,
-                        buffers,
-                    ))
-                }),
-                query.vector.map(|vector| {
-                    self.slice.search_dense_allowed(
-                        vector,
-                        &allowed,
-                        query.filter,
-                        query.limit,
-                        buffers,
-                    )
-                }),
-            ),
         };
         IndexAnswer {
             generation: self.generation,
             lexical,
             dense,
-            lexical_ms: (matched - started).as_secs_f64() * 1e3,
-            dense_ms: matched.elapsed().as_secs_f64() * 1e3,
-            matched: count,
+            lexical_ms: (lexical_done - started).as_secs_f64() * 1e3,
+            dense_ms: lexical_done.elapsed().as_secs_f64() * 1e3,
+            matched,
         }
     }
 }
@@ -394,7 +382,11 @@ impl IntegrationIndex {
             let state = load_state(reader.searcher(), &fields, generation)?;
             drop((index, reader));
             rebuild(dir, &state)?;
-            tracing::info!(integration, tools = state.tools.len(), "tool index rebuilt with term positions");
+            tracing::info!(
+                integration,
+                tools = state.tools.len(),
+                "tool index rebuilt with term positions"
+            );
             (index, reader, generation) = open_tantivy(dir, build_schema().0)?;
             fields = resolve(&index.schema()).ok_or_else(unexpected)?;
         }
@@ -1072,7 +1064,11 @@ mod tests {
         drop(reopened);
 
         // A process stopped between the two renames of a rebuild: the durable rebuild is used.
-        fs::rename(dir.path().join("tantivy"), dir.path().join("tantivy.rebuild")).unwrap();
+        fs::rename(
+            dir.path().join("tantivy"),
+            dir.path().join("tantivy.rebuild"),
+        )
+        .unwrap();
         let recovered = IntegrationIndex::open(dir.path(), "slack").unwrap();
         assert_eq!((recovered.generation(), recovered.len()), (7, 2));
     }

@@ -234,16 +234,7 @@ impl Slice {
         if self.ids.is_empty() || limit == 0 {
             return Ok(Scored::default());
         }
-        if query.len() != self.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    self.dim
-                ),
-            ));
-        }
+        self.check_dim(query)?;
         let mut out = Scored {
             eligible: buffers.list(),
             excluded: buffers.list(),
@@ -312,28 +303,21 @@ impl Slice {
         if self.ids.is_empty() || limit == 0 || allowed.is_empty() {
             return Ok(Scored::default());
         }
-        if query.len() != self.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    self.dim
-                ),
-            ));
-        }
+        self.check_dim(query)?;
         let mut out = Scored {
             eligible: buffers.list(),
             excluded: buffers.list(),
         };
+        let mut score = std::mem::take(&mut buffers.dense);
         for id in allowed.keys() {
             let Some(&row) = self.row_of.get(id) else {
                 continue;
             };
             let row = row as usize;
-            let score: f32 = query.iter().zip(self.vector(row)).map(|(a, b)| a * b).sum();
-            self.classify(row, score, filter, &mut out);
+            inner_products(query, self.vector(row), &mut score);
+            self.classify(row, score[0], filter, &mut out);
         }
+        buffers.dense = score;
         finish(&mut out, limit);
         Ok(out)
     }
@@ -349,6 +333,21 @@ impl Slice {
                     && self.effects[row].allowed_under(filter.max_side_effect)
             })
             .count() as u64
+    }
+
+    /// A query vector of another dimension than the index's is refused.
+    fn check_dim(&self, query: &[f32]) -> Result<()> {
+        if query.len() != self.dim {
+            return Err(IndexError::invalid(
+                "vector",
+                format!(
+                    "query vector has {} dimensions, the index holds {}-d vectors",
+                    query.len(),
+                    self.dim
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The ids of this generation's documents.

@@ -234,9 +234,7 @@ impl Function {
     pub fn field(&self) -> Option<&str> {
         match self {
             Function::Weight(_) => None,
-            Function::FieldValueFactor { field, .. } | Function::Decay { field, .. } => {
-                Some(field)
-            }
+            Function::FieldValueFactor { field, .. } | Function::Decay { field, .. } => Some(field),
         }
     }
 }

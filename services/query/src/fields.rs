@@ -101,8 +101,13 @@ impl Catalog {
             .collect()
     }
 
-    /// The fields of a tool catalog.
-    pub fn tools() -> Catalog {
+    /// The fields of a tool catalog (built once).
+    pub fn tools() -> &'static Catalog {
+        static TOOLS: std::sync::LazyLock<Catalog> = std::sync::LazyLock::new(Catalog::build_tools);
+        &TOOLS
+    }
+
+    fn build_tools() -> Catalog {
         let field = |name: &str, kind, description: &str| FieldDef {
             name: name.to_string(),
             kind,

@@ -179,7 +179,9 @@ impl Parser<'_> {
             .copied()
             .filter(|kind| match *kind {
                 "term" | "exists" => !self.catalog.fields.is_empty(),
-                "phrase" | "prefix" | "fuzzy" | "regex" | "multiFieldTerm" => has(FieldKind::is_text),
+                "phrase" | "prefix" | "fuzzy" | "regex" | "multiFieldTerm" => {
+                    has(FieldKind::is_text)
+                }
                 "range" => has(FieldKind::is_rangeable),
                 _ => true,
             })
@@ -203,37 +205,26 @@ impl Parser<'_> {
         let Value::Object(map) = value else {
             return Err(err(
                 path,
-                format!("must be a query node (an object with `type`), got {}", kind_of(value)),
+                format!(
+                    "must be a query node (an object with `type`), got {}",
+                    kind_of(value)
+                ),
             ));
         };
         let offered = self.offered();
         let kind = node_type(map, path, &offered, "node type")?;
         let at = join(path, kind);
+        unknown_properties(map, node_properties(kind), &at)?;
         let boost = match map.get("boost") {
             Some(b) => number_in(b, &join(&at, "boost"), 0.0, MAX_BOOST)? as f32,
             None => 1.0,
         };
         match kind {
             "term" => {
-                unknown_properties(map, &["type", "field", "value", "boost"], &at)?;
                 let all = self.catalog.names(|_| true);
                 let field = self.field(map, &at, "field", &all, "term")?;
-                let value_path = join(&at, "value");
-                let v = required(map, "value", &at)?;
-                let value = match self.kind(&field) {
-                    FieldKind::Keyword | FieldKind::FullText => {
-                        Scalar::Text(string(v, &value_path, MAX_VALUE_CHARS).map_err(|e| {
-                            retyped(e, v, &field, self.kind(&field))
-                        })?)
-                    }
-                    FieldKind::Numeric => Scalar::Number(
-                        number(v, &value_path).map_err(|e| retyped(e, v, &field, FieldKind::Numeric))?,
-                    ),
-                    FieldKind::Date => Scalar::Date(self.date(v, &value_path, &field)?),
-                    FieldKind::Bool => Scalar::Bool(
-                        boolean(v, &value_path).map_err(|e| retyped(e, v, &field, FieldKind::Bool))?,
-                    ),
-                };
+                let value =
+                    self.value(required(map, "value", &at)?, &join(&at, "value"), &field)?;
                 Ok(Node::Term {
                     field,
                     value,
@@ -241,9 +232,7 @@ impl Parser<'_> {
                 })
             }
             "phrase" => {
-                unknown_properties(map, &["type", "field", "terms", "slop", "boost"], &at)?;
-                let text = self.catalog.names(FieldKind::is_text);
-                let field = self.field(map, &at, "field", &text, "phrase")?;
+                let field = self.text_field(map, &at, "phrase")?;
                 let terms_path = join(&at, "terms");
                 let terms = array(
                     required(map, "terms", &at)?,
@@ -267,11 +256,9 @@ impl Parser<'_> {
                 })
             }
             "prefix" => {
-                unknown_properties(map, &["type", "field", "value", "boost"], &at)?;
-                let text = self.catalog.names(FieldKind::is_text);
-                let field = self.field(map, &at, "field", &text, "prefix")?;
+                let field = self.text_field(map, &at, "prefix")?;
                 self.automaton(&at)?;
-                let value = string(required(map, "value", &at)?, &join(&at, "value"), MAX_VALUE_CHARS)?;
+                let value = required_string(map, "value", &at, MAX_VALUE_CHARS)?;
                 Ok(Node::Prefix {
                     field,
                     value,
@@ -279,11 +266,9 @@ impl Parser<'_> {
                 })
             }
             "fuzzy" => {
-                unknown_properties(map, &["type", "field", "value", "maxEdits", "boost"], &at)?;
-                let text = self.catalog.names(FieldKind::is_text);
-                let field = self.field(map, &at, "field", &text, "fuzzy")?;
+                let field = self.text_field(map, &at, "fuzzy")?;
                 self.automaton(&at)?;
-                let value = string(required(map, "value", &at)?, &join(&at, "value"), MAX_VALUE_CHARS)?;
+                let value = required_string(map, "value", &at, MAX_VALUE_CHARS)?;
                 let max_edits = match map.get("maxEdits") {
                     Some(m) => integer(m, &join(&at, "maxEdits"), 0, MAX_EDITS)? as u8,
                     None => 1,
@@ -296,11 +281,9 @@ impl Parser<'_> {
                 })
             }
             "regex" => {
-                unknown_properties(map, &["type", "field", "pattern", "boost"], &at)?;
-                let text = self.catalog.names(FieldKind::is_text);
-                let field = self.field(map, &at, "field", &text, "regex")?;
+                let field = self.text_field(map, &at, "regex")?;
                 let pattern_path = join(&at, "pattern");
-                let pattern = string(required(map, "pattern", &at)?, &pattern_path, MAX_PATTERN_CHARS)?;
+                let pattern = required_string(map, "pattern", &at, MAX_PATTERN_CHARS)?;
                 self.automaton(&pattern_path)?;
                 if let Some(problem) = regex_problem(&pattern) {
                     return Err(err(
@@ -318,7 +301,6 @@ impl Parser<'_> {
                 })
             }
             "multiFieldTerm" => {
-                unknown_properties(map, &["type", "fields", "value", "boost"], &at)?;
                 let text = self.catalog.names(FieldKind::is_text);
                 let fields_path = join(&at, "fields");
                 let items = array(required(map, "fields", &at)?, &fields_path, 1, MAX_FIELDS)?;
@@ -331,7 +313,7 @@ impl Parser<'_> {
                     }
                     fields.push(name);
                 }
-                let value = string(required(map, "value", &at)?, &join(&at, "value"), MAX_VALUE_CHARS)?;
+                let value = required_string(map, "value", &at, MAX_VALUE_CHARS)?;
                 Ok(Node::MultiFieldTerm {
                     fields,
                     value,
@@ -339,24 +321,12 @@ impl Parser<'_> {
                 })
             }
             "range" => {
-                unknown_properties(map, &["type", "field", "gt", "gte", "lt", "lte", "boost"], &at)?;
                 let usable = self.catalog.names(FieldKind::is_rangeable);
                 let field = self.field(map, &at, "field", &usable, "range")?;
-                let kind = self.kind(&field);
                 let bound = |name: &str| -> Result<Option<Scalar>> {
-                    let Some(v) = map.get(name) else {
-                        return Ok(None);
-                    };
-                    let p = join(&at, name);
-                    Ok(Some(match kind {
-                        FieldKind::Numeric => Scalar::Number(
-                            number(v, &p).map_err(|e| retyped(e, v, &field, kind))?,
-                        ),
-                        FieldKind::Date => Scalar::Date(self.date(v, &p, &field)?),
-                        _ => Scalar::Text(
-                            string(v, &p, MAX_VALUE_CHARS).map_err(|e| retyped(e, v, &field, kind))?,
-                        ),
-                    }))
+                    map.get(name)
+                        .map(|v| self.value(v, &join(&at, name), &field))
+                        .transpose()
                 };
                 let (gt, gte, lt, lte) = (bound("gt")?, bound("gte")?, bound("lt")?, bound("lte")?);
                 if gt.is_some() && gte.is_some() {
@@ -366,7 +336,10 @@ impl Parser<'_> {
                     return Err(err(&join(&at, "lte"), "give `lt` or `lte`, not both"));
                 }
                 if gt.is_none() && gte.is_none() && lt.is_none() && lte.is_none() {
-                    return Err(err(&at, "needs at least one bound: `gt`, `gte`, `lt` or `lte`"));
+                    return Err(err(
+                        &at,
+                        "needs at least one bound: `gt`, `gte`, `lt` or `lte`",
+                    ));
                 }
                 let lower = match (gt, gte) {
                     (Some(v), _) => Bound::Excluded(v),
@@ -386,19 +359,16 @@ impl Parser<'_> {
                 })
             }
             "exists" => {
-                unknown_properties(map, &["type", "field", "boost"], &at)?;
                 let all = self.catalog.names(|_| true);
                 let field = self.field(map, &at, "field", &all, "exists")?;
                 Ok(Node::Exists { field, boost })
             }
             "boolean" => {
-                unknown_properties(
-                    map,
-                    &["type", "must", "should", "mustNot", "filter", "minimumShouldMatch", "boost"],
-                    &at,
-                )?;
                 let mut lists: [Vec<Node>; 4] = Default::default();
-                for (slot, name) in lists.iter_mut().zip(["must", "should", "mustNot", "filter"]) {
+                for (slot, name) in lists
+                    .iter_mut()
+                    .zip(["must", "should", "mustNot", "filter"])
+                {
                     if let Some(v) = map.get(name) {
                         let p = join(&at, name);
                         for (i, item) in array(v, &p, 1, MAX_CLAUSES)?.iter().enumerate() {
@@ -414,7 +384,9 @@ impl Parser<'_> {
                 }
                 let [must, should, must_not, filter] = lists;
                 let minimum_should_match = match map.get("minimumShouldMatch") {
-                    Some(m) => integer(m, &join(&at, "minimumShouldMatch"), 0, MAX_CLAUSES as u64)? as u32,
+                    Some(m) => {
+                        integer(m, &join(&at, "minimumShouldMatch"), 0, MAX_CLAUSES as u64)? as u32
+                    }
                     None => u32::from(must.is_empty() && filter.is_empty() && !should.is_empty()),
                 };
                 Ok(Node::Boolean {
@@ -427,17 +399,18 @@ impl Parser<'_> {
                 })
             }
             "functionScore" => {
-                unknown_properties(
-                    map,
-                    &["type", "query", "functions", "scoreMode", "boostMode", "boost"],
-                    &at,
-                )?;
-                let query = self.node(required(map, "query", &at)?, &join(&at, "query"), depth + 1)?;
+                let query =
+                    self.node(required(map, "query", &at)?, &join(&at, "query"), depth + 1)?;
                 let functions_path = join(&at, "functions");
                 let mut functions = Vec::new();
-                for (i, f) in array(required(map, "functions", &at)?, &functions_path, 1, MAX_FUNCTIONS)?
-                    .iter()
-                    .enumerate()
+                for (i, f) in array(
+                    required(map, "functions", &at)?,
+                    &functions_path,
+                    1,
+                    MAX_FUNCTIONS,
+                )?
+                .iter()
+                .enumerate()
                 {
                     functions.push(self.function(f, &format!("{functions_path}[{i}]"))?);
                 }
@@ -494,7 +467,10 @@ impl Parser<'_> {
         let Value::Object(map) = value else {
             return Err(err(
                 path,
-                format!("must be a function (an object with `type`), got {}", kind_of(value)),
+                format!(
+                    "must be a function (an object with `type`), got {}",
+                    kind_of(value)
+                ),
             ));
         };
         let factor_fields = self.catalog.names(FieldKind::has_value_factor);
@@ -521,7 +497,11 @@ impl Parser<'_> {
                 )?))
             }
             "fieldValueFactor" => {
-                unknown_properties(map, &["type", "field", "factor", "modifier", "missing"], &at)?;
+                unknown_properties(
+                    map,
+                    &["type", "field", "factor", "modifier", "missing"],
+                    &at,
+                )?;
                 let field = self.field(map, &at, "field", &factor_fields, "fieldValueFactor")?;
                 let factor = match map.get("factor") {
                     Some(f) => number_in(f, &join(&at, "factor"), 0.0, MAX_BOOST)?,
@@ -636,6 +616,35 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// The `field` of a node over keyword and full-text fields.
+    fn text_field(&self, map: &Map<String, Value>, at: &str, kind: &str) -> Result<String> {
+        let text = self.catalog.names(FieldKind::is_text);
+        self.field(map, at, "field", &text, kind)
+    }
+
+    /// A value of `field`, typed by its kind.
+    fn value(&self, value: &Value, path: &str, field: &str) -> Result<Scalar> {
+        let kind = self.kind(field);
+        let wrong = |wanted: &str| {
+            err(
+                path,
+                format!(
+                    "must be {wanted} for {kind} field `{field}`, got {}",
+                    kind_of(value)
+                ),
+            )
+        };
+        Ok(match kind {
+            FieldKind::Keyword | FieldKind::FullText => match value {
+                Value::String(_) => Scalar::Text(string(value, path, MAX_VALUE_CHARS)?),
+                _ => return Err(wrong("a string")),
+            },
+            FieldKind::Numeric => Scalar::Number(value.as_f64().ok_or_else(|| wrong("a number"))?),
+            FieldKind::Date => Scalar::Date(self.date(value, path, field)?),
+            FieldKind::Bool => Scalar::Bool(value.as_bool().ok_or_else(|| wrong("a boolean"))?),
+        })
+    }
+
     fn kind(&self, field: &str) -> FieldKind {
         self.catalog
             .field(field)
@@ -695,7 +704,11 @@ fn node_type<'o>(
     let Value::String(name) = value else {
         return Err(err(
             &type_path,
-            format!("must be a string, one of {}, got {}", list(offered), kind_of(value)),
+            format!(
+                "must be a string, one of {}, got {}",
+                list(offered),
+                kind_of(value)
+            ),
         ));
     };
     if let Some(kind) = offered.iter().find(|k| **k == name) {
@@ -707,7 +720,11 @@ fn node_type<'o>(
             shorten(name),
             list(offered)
         ),
-        None => format!("unknown {what} `{}`; one of {}", shorten(name), list(offered)),
+        None => format!(
+            "unknown {what} `{}`; one of {}",
+            shorten(name),
+            list(offered)
+        ),
     };
     Err(err(&type_path, message))
 }
@@ -722,7 +739,11 @@ fn field_name(
     let Value::String(name) = value else {
         return Err(err(
             path,
-            format!("must be a field name, one of {}, got {}", list(usable), kind_of(value)),
+            format!(
+                "must be a field name, one of {}, got {}",
+                list(usable),
+                kind_of(value)
+            ),
         ));
     };
     if usable.contains(&name.as_str()) {
@@ -742,7 +763,11 @@ fn field_name(
                 shorten(name),
                 list(usable)
             ),
-            None => format!("unknown field `{}`; usable here: {}", shorten(name), list(usable)),
+            None => format!(
+                "unknown field `{}`; usable here: {}",
+                shorten(name),
+                list(usable)
+            ),
         }
     };
     Err(err(path, message))
@@ -762,6 +787,41 @@ fn unknown_properties(map: &Map<String, Value>, known: &[&str], path: &str) -> R
     Ok(())
 }
 
+/// The properties a node of `kind` may have.
+fn node_properties(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "term" | "prefix" => &["type", "field", "value", "boost"],
+        "phrase" => &["type", "field", "terms", "slop", "boost"],
+        "fuzzy" => &["type", "field", "value", "maxEdits", "boost"],
+        "regex" => &["type", "field", "pattern", "boost"],
+        "multiFieldTerm" => &["type", "fields", "value", "boost"],
+        "range" => &["type", "field", "gt", "gte", "lt", "lte", "boost"],
+        "exists" => &["type", "field", "boost"],
+        "boolean" => &[
+            "type",
+            "must",
+            "should",
+            "mustNot",
+            "filter",
+            "minimumShouldMatch",
+            "boost",
+        ],
+        _ => &[
+            "type",
+            "query",
+            "functions",
+            "scoreMode",
+            "boostMode",
+            "boost",
+        ],
+    }
+}
+
+/// A required string property of at most `max` characters.
+fn required_string(map: &Map<String, Value>, key: &str, path: &str, max: usize) -> Result<String> {
+    string(required(map, key, path)?, &join(path, key), max)
+}
+
 fn required<'v>(map: &'v Map<String, Value>, key: &str, path: &str) -> Result<&'v Value> {
     map.get(key)
         .ok_or_else(|| err(&join(path, key), "is required"))
@@ -774,33 +834,18 @@ fn string(value: &Value, path: &str, max: usize) -> Result<String> {
             if n == 0 {
                 Err(err(path, "must not be empty"))
             } else if n > max {
-                Err(err(path, format!("must be at most {max} characters, got {n}")))
+                Err(err(
+                    path,
+                    format!("must be at most {max} characters, got {n}"),
+                ))
             } else {
                 Ok(s.clone())
             }
         }
-        other => Err(err(path, format!("must be a string, got {}", kind_of(other)))),
-    }
-}
-
-/// Restates a type error for a field value, naming the field's kind.
-fn retyped(e: QueryError, value: &Value, field: &str, kind: FieldKind) -> QueryError {
-    let wanted = match kind {
-        FieldKind::Keyword | FieldKind::FullText => "a string",
-        FieldKind::Numeric => "a number",
-        FieldKind::Date => "a date string",
-        FieldKind::Bool => "a boolean",
-    };
-    let type_error = ["must be a string, got", "must be a number, got", "must be true or false, got"]
-        .iter()
-        .any(|p| e.message.starts_with(p));
-    if type_error {
-        err(
-            &e.path,
-            format!("must be {wanted} for {kind} field `{field}`, got {}", kind_of(value)),
-        )
-    } else {
-        e
+        other => Err(err(
+            path,
+            format!("must be a string, got {}", kind_of(other)),
+        )),
     }
 }
 
@@ -829,33 +874,48 @@ fn integer(value: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     let n = match value {
         Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
         other => {
-            return Err(err(path, format!("must be an integer, got {}", kind_of(other))));
+            return Err(err(
+                path,
+                format!("must be an integer, got {}", kind_of(other)),
+            ));
         }
     };
     if n.fract() != 0.0 || !n.is_finite() {
         return Err(err(path, format!("must be an integer, got {n}")));
     }
     if n < min as f64 || n > max as f64 {
-        return Err(err(path, format!("must be between {min} and {max}, got {n}")));
+        return Err(err(
+            path,
+            format!("must be between {min} and {max}, got {n}"),
+        ));
     }
     Ok(n as u64)
 }
 
 fn boolean(value: &Value, path: &str) -> Result<bool> {
-    value
-        .as_bool()
-        .ok_or_else(|| err(path, format!("must be true or false, got {}", kind_of(value))))
+    value.as_bool().ok_or_else(|| {
+        err(
+            path,
+            format!("must be true or false, got {}", kind_of(value)),
+        )
+    })
 }
 
 fn array<'v>(value: &'v Value, path: &str, min: usize, max: usize) -> Result<&'v Vec<Value>> {
     let Value::Array(items) = value else {
-        return Err(err(path, format!("must be an array, got {}", kind_of(value))));
+        return Err(err(
+            path,
+            format!("must be an array, got {}", kind_of(value)),
+        ));
     };
     if items.len() < min {
         return Err(err(path, format!("needs at least {min} item(s)")));
     }
     if items.len() > max {
-        return Err(err(path, format!("may hold at most {max} items, got {}", items.len())));
+        return Err(err(
+            path,
+            format!("may hold at most {max} items, got {}", items.len()),
+        ));
     }
     Ok(items)
 }
@@ -897,11 +957,13 @@ pub fn regex_problem(pattern: &str) -> Option<String> {
     };
     fn walk(hir: &Hir, depth: usize) -> Option<String> {
         match hir.kind() {
-            HirKind::Class(Class::Unicode(class)) if class.ranges().len() > MAX_CLASS_RANGES => Some(
-                "a character class this wide (\\w, \\d, \\s, \\p{..} or a negated class) is \
+            HirKind::Class(Class::Unicode(class)) if class.ranges().len() > MAX_CLASS_RANGES => {
+                Some(
+                    "a character class this wide (\\w, \\d, \\s, \\p{..} or a negated class) is \
                  not allowed; list the characters, e.g. [a-z0-9_]"
-                    .into(),
-            ),
+                        .into(),
+                )
+            }
             HirKind::Class(Class::Bytes(class)) if class.ranges().len() > MAX_CLASS_RANGES => {
                 Some("a character class this wide is not allowed; list the characters".into())
             }
@@ -942,7 +1004,10 @@ fn duration(value: &Value, path: &str, zero_allowed: bool) -> Result<i64> {
         "a positive duration such as 500ms, 90s, 15m, 12h or 30d"
     };
     let Value::String(s) = value else {
-        return Err(err(path, format!("must be {shape}, got {}", kind_of(value))));
+        return Err(err(
+            path,
+            format!("must be {shape}, got {}", kind_of(value)),
+        ));
     };
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = s.split_at(digits);
@@ -961,14 +1026,17 @@ fn duration(value: &Value, path: &str, zero_allowed: bool) -> Result<i64> {
     {
         return Err(err(path, format!("must be {shape}")));
     }
-    let n: i64 = number.parse().map_err(|_| err(path, format!("must be {shape}")))?;
+    let n: i64 = number
+        .parse()
+        .map_err(|_| err(path, format!("must be {shape}")))?;
     Ok(n * unit_ms)
 }
 
 /// Parses an ISO 8601 date or date-time ([`DATE_PATTERN`]) into milliseconds since the epoch.
 /// The error says whether the shape is wrong or the date does not exist.
 pub fn parse_date(s: &str) -> std::result::Result<i64, String> {
-    const SHAPE: &str = "must be a date such as 2026-03-01, 2026-03-01T09:30 or 2026-03-01T09:30:00.250+02:00";
+    const SHAPE: &str =
+        "must be a date such as 2026-03-01, 2026-03-01T09:30 or 2026-03-01T09:30:00.250+02:00";
     let shape = || SHAPE.to_string();
     let b = s.as_bytes();
     let mut at = 0;
@@ -978,7 +1046,10 @@ pub fn parse_date(s: &str) -> std::result::Result<i64, String> {
             return None;
         }
         *at += n;
-        Some(part.iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+        Some(
+            part.iter()
+                .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')),
+        )
     };
     let byte = |at: &mut usize, c: u8| -> bool {
         if b.get(*at) == Some(&c) {
@@ -1068,12 +1139,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tools() -> Catalog {
+    fn tools() -> &'static Catalog {
         Catalog::tools()
     }
 
     fn parse_err(v: Value) -> QueryError {
-        parse(&tools(), &v, "query").unwrap_err()
+        parse(tools(), &v, "query").unwrap_err()
     }
 
     #[test]
@@ -1084,15 +1155,21 @@ mod tests {
             {"type": "term", "field": "descripton", "value": "send"}
         ]}}));
         assert_eq!(e.path, "query.query.boolean.must[2].term.field");
-        assert!(e.message.contains("did you mean `description`"), "{}", e.message);
+        assert!(
+            e.message.contains("did you mean `description`"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
     fn misspelt_types_and_properties_are_suggested() {
-        let e = parse_err(json!({"v": 1, "query": {"type": "trem", "field": "name", "value": "x"}}));
+        let e =
+            parse_err(json!({"v": 1, "query": {"type": "trem", "field": "name", "value": "x"}}));
         assert_eq!(e.path, "query.query.type");
         assert!(e.message.contains("did you mean `term`"), "{}", e.message);
-        let e = parse_err(json!({"v": 1, "query": {"type": "term", "feild": "name", "value": "x"}}));
+        let e =
+            parse_err(json!({"v": 1, "query": {"type": "term", "feild": "name", "value": "x"}}));
         assert_eq!(e.path, "query.query.term.feild");
         assert!(e.message.contains("did you mean `field`"), "{}", e.message);
         let e = parse_err(json!({"v": 1, "limt": 3}));
@@ -1102,7 +1179,9 @@ mod tests {
 
     #[test]
     fn parser_only_checks_name_their_path() {
-        let e = parse_err(json!({"v": 1, "query": {"type": "regex", "field": "name", "pattern": "a(b"}}));
+        let e = parse_err(
+            json!({"v": 1, "query": {"type": "regex", "field": "name", "pattern": "a(b"}}),
+        );
         assert_eq!(e.path, "query.query.regex.pattern");
         let mut deep = json!({"type": "exists", "field": "name"});
         for _ in 0..MAX_DEPTH {
@@ -1127,7 +1206,13 @@ mod tests {
             let problem = regex_problem(pattern).expect(pattern);
             assert!(problem.contains(why), "{pattern}: {problem}");
         }
-        for pattern in ["sen.*", "[a-z]+", "mess(age|enger)", "(a|b)*a(a|b){3}", "caf\u{e9}.*"] {
+        for pattern in [
+            "sen.*",
+            "[a-z]+",
+            "mess(age|enger)",
+            "(a|b)*a(a|b){3}",
+            "caf\u{e9}.*",
+        ] {
             assert_eq!(regex_problem(pattern), None, "{pattern}");
         }
     }
@@ -1146,7 +1231,10 @@ mod tests {
 
     #[test]
     fn near_names() {
-        assert_eq!(nearest("descripton", ["name", "description"]), Some("description"));
+        assert_eq!(
+            nearest("descripton", ["name", "description"]),
+            Some("description")
+        );
         assert_eq!(nearest("Name", ["name", "description"]), Some("name"));
         assert_eq!(nearest("zzzzzz", ["name", "description"]), None);
     }

@@ -234,7 +234,10 @@ pub fn schema(catalog: &Catalog) -> Value {
         "fn_weight".into(),
         function(
             json!({"const": "weight"}),
-            &[("weight", json!({"type": "number", "minimum": 0, "maximum": MAX_BOOST}))],
+            &[(
+                "weight",
+                json!({"type": "number", "minimum": 0, "maximum": MAX_BOOST}),
+            )],
             &["weight"],
         ),
     );
@@ -246,7 +249,10 @@ pub fn schema(catalog: &Catalog) -> Value {
                 json!({"const": "fieldValueFactor"}),
                 &[
                     ("field", field_enum(&factor_fields)),
-                    ("factor", json!({"type": "number", "minimum": 0, "maximum": MAX_BOOST})),
+                    (
+                        "factor",
+                        json!({"type": "number", "minimum": 0, "maximum": MAX_BOOST}),
+                    ),
                     (
                         "modifier",
                         json!({"enum": ["none", "log1p", "ln1p", "sqrt", "square", "reciprocal"]}),
@@ -284,9 +290,15 @@ pub fn schema(catalog: &Catalog) -> Value {
                 curves,
                 &[
                     ("field", field_enum(&date)),
-                    ("origin", json!({"type": "string", "pattern": ORIGIN_PATTERN})),
+                    (
+                        "origin",
+                        json!({"type": "string", "pattern": ORIGIN_PATTERN}),
+                    ),
                     ("scale", json!({"type": "string", "pattern": SCALE_PATTERN})),
-                    ("offset", json!({"type": "string", "pattern": OFFSET_PATTERN})),
+                    (
+                        "offset",
+                        json!({"type": "string", "pattern": OFFSET_PATTERN}),
+                    ),
                     ("decay", decay),
                 ],
                 &["field", "origin", "scale"],

@@ -58,9 +58,24 @@ fn content() -> Catalog {
 }
 
 const WORDS: &[&str] = &[
-    "send", "message", "channel", "pull", "request", "invoice", "café", "日本語", "x", "Report-Q3",
+    "send",
+    "message",
+    "channel",
+    "pull",
+    "request",
+    "invoice",
+    "café",
+    "日本語",
+    "x",
+    "Report-Q3",
 ];
-const REGEXES: &[&str] = &["sen.*", "[a-z]+", "mess(age|enger)", "inv[0-9]?oice", "a|b|c"];
+const REGEXES: &[&str] = &[
+    "sen.*",
+    "[a-z]+",
+    "mess(age|enger)",
+    "inv[0-9]?oice",
+    "a|b|c",
+];
 const DATES: &[&str] = &[
     "2026-03-01",
     "2024-02-29T09:30",
@@ -123,7 +138,16 @@ impl<'c> Gen<'c> {
         self.nodes += 1;
         let leaf = depth >= 4 || self.nodes > 40 || self.rng.chance(55);
         let kinds: &[&str] = if leaf {
-            &["term", "phrase", "prefix", "fuzzy", "regex", "multiFieldTerm", "range", "exists"]
+            &[
+                "term",
+                "phrase",
+                "prefix",
+                "fuzzy",
+                "regex",
+                "multiFieldTerm",
+                "range",
+                "exists",
+            ]
         } else {
             &["boolean", "functionScore"]
         };
@@ -221,10 +245,18 @@ impl<'c> Gen<'c> {
                 let functions: Vec<Value> = (0..n).map(|_| self.function()).collect();
                 let mut node = json!({"type": "functionScore", "query": self.node(depth + 1), "functions": functions});
                 if self.rng.chance(50) {
-                    node["scoreMode"] = json!(*self.rng.pick(&["multiply", "sum", "avg", "max", "min", "first"]));
+                    node["scoreMode"] = json!(
+                        *self
+                            .rng
+                            .pick(&["multiply", "sum", "avg", "max", "min", "first"])
+                    );
                 }
                 if self.rng.chance(50) {
-                    node["boostMode"] = json!(*self.rng.pick(&["multiply", "replace", "sum", "avg", "max", "min"]));
+                    node["boostMode"] = json!(
+                        *self
+                            .rng
+                            .pick(&["multiply", "replace", "sum", "avg", "max", "min"])
+                    );
                 }
                 node
             }
@@ -246,7 +278,14 @@ impl<'c> Gen<'c> {
                         node["factor"] = json!(self.rng.below(30) as f64 / 3.0);
                     }
                     if self.rng.chance(50) {
-                        node["modifier"] = json!(*self.rng.pick(&["none", "log1p", "ln1p", "sqrt", "square", "reciprocal"]));
+                        node["modifier"] = json!(*self.rng.pick(&[
+                            "none",
+                            "log1p",
+                            "ln1p",
+                            "sqrt",
+                            "square",
+                            "reciprocal"
+                        ]));
                     }
                     if self.rng.chance(30) {
                         node["missing"] = self.number();
@@ -257,7 +296,11 @@ impl<'c> Gen<'c> {
                     let f = (*self.rng.pick(&decays)).clone();
                     let curve = *self.rng.pick(&["gauss", "exp", "linear"]);
                     let mut node = if f.kind == FieldKind::Date {
-                        let origin = if self.rng.chance(30) { "now" } else { *self.rng.pick(DATES) };
+                        let origin = if self.rng.chance(30) {
+                            "now"
+                        } else {
+                            *self.rng.pick(DATES)
+                        };
                         let mut node = json!({"type": curve, "field": f.name, "origin": origin,
                                               "scale": *self.rng.pick(&["7d", "12h", "90s", "500ms", "30m"])});
                         if self.rng.chance(40) {
@@ -489,15 +532,25 @@ fn check(catalog: &Catalog, seed: u64, documents: usize) -> Vec<(Value, bool)> {
         assert!(
             validator.is_valid(&doc),
             "a generated document fails the schema: {doc}\n{:?}",
-            validator.iter_errors(&doc).map(|e| e.to_string()).collect::<Vec<_>>()
+            validator
+                .iter_errors(&doc)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
         );
-        assert!(parsed.is_ok(), "the parser refuses {doc}: {}", parsed.unwrap_err());
+        assert!(
+            parsed.is_ok(),
+            "the parser refuses {doc}: {}",
+            parsed.unwrap_err()
+        );
         valid += 1;
         corpus.push((doc.clone(), true));
         let (mutated, mutation) = generator.mutate(&doc);
         let schema_ok = validator.is_valid(&mutated);
         let parser = parse(catalog, &mutated, "");
-        assert!(!schema_ok, "the schema accepts a mutation ({mutation}): {mutated}");
+        assert!(
+            !schema_ok,
+            "the schema accepts a mutation ({mutation}): {mutated}"
+        );
         assert!(
             parser.is_err(),
             "the parser accepts a mutation ({mutation}): {mutated}"
@@ -529,7 +582,7 @@ fn the_parser_accepts_exactly_what_the_schema_accepts() {
     let out = std::env::var_os("AGENTSEARCH_QUERY_CORPUS").map(std::path::PathBuf::from);
     for (name, catalog, seed) in [
         ("content", content(), 0x5eed_0001),
-        ("tools", Catalog::tools(), 0x5eed_0002),
+        ("tools", Catalog::tools().clone(), 0x5eed_0002),
     ] {
         let corpus = check(&catalog, seed, 1_200);
         if let Some(dir) = &out {
@@ -552,15 +605,26 @@ fn the_parser_accepts_exactly_what_the_schema_accepts() {
 fn a_catalog_without_numbers_or_dates_offers_no_node_kind_it_cannot_use() {
     let tools = schema(&Catalog::tools());
     let defs = tools["$defs"].as_object().unwrap();
-    for absent in ["term_number", "term_date", "term_bool", "range_number", "range_date",
-                   "fn_fieldValueFactor", "fn_decay_number", "fn_decay_date"] {
+    for absent in [
+        "term_number",
+        "term_date",
+        "term_bool",
+        "range_number",
+        "range_date",
+        "fn_fieldValueFactor",
+        "fn_decay_number",
+        "fn_decay_date",
+    ] {
         assert!(!defs.contains_key(absent), "{absent} is offered");
     }
     assert!(defs.contains_key("range_keyword") && defs.contains_key("phrase"));
     assert_eq!(tools["required"], json!(["v"]));
     assert_eq!(tools["additionalProperties"], json!(false));
     let description = tools["description"].as_str().unwrap();
-    assert!(description.contains("description (full text)"), "{description}");
+    assert!(
+        description.contains("description (full text)"),
+        "{description}"
+    );
     // A numeric term is refused by both, for want of a numeric field.
     let doc = json!({"v": 1, "query": {"type": "term", "field": "name", "value": 3}});
     assert!(!jsonschema::draft202012::new(&tools).unwrap().is_valid(&doc));
@@ -574,12 +638,18 @@ fn parser_only_checks_are_the_documented_ones() {
     let catalog = content();
     let validator = jsonschema::draft202012::new(&schema(&catalog)).unwrap();
     for (doc, path) in [
-        (json!({"v": 1, "query": {"type": "term", "field": "modifiedAt", "value": "2023-02-30"}}),
-         "query.term.value"),
-        (json!({"v": 1, "query": {"type": "regex", "field": "text", "pattern": "(unclosed"}}),
-         "query.regex.pattern"),
-        (json!({"v": 1, "query": {"type": "regex", "field": "text", "pattern": "^anchored$"}}),
-         "query.regex.pattern"),
+        (
+            json!({"v": 1, "query": {"type": "term", "field": "modifiedAt", "value": "2023-02-30"}}),
+            "query.term.value",
+        ),
+        (
+            json!({"v": 1, "query": {"type": "regex", "field": "text", "pattern": "(unclosed"}}),
+            "query.regex.pattern",
+        ),
+        (
+            json!({"v": 1, "query": {"type": "regex", "field": "text", "pattern": "^anchored$"}}),
+            "query.regex.pattern",
+        ),
         (json!({"v": 1, "limit": 50, "offset": 9_990}), "offset"),
     ] {
         assert!(validator.is_valid(&doc), "{doc}");
