@@ -18,6 +18,8 @@ requirements=(
   "grpcio==1.85.1"
   "grpcio-health-checking==1.85.1"
   "protobuf==7.36.2"
+  # scripts/check-mcp.py: the official MCP client
+  "mcp==2.3.0"
 )
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"

@@ -2,7 +2,8 @@
 # Runs every test of the workspace on an optimized build (the embedding model is ~140x slower in a
 # debug build), then the deployment checks: the Dockerfile against the release binary, the Helm
 # chart offline (render, strict Kubernetes schemas, refused values, `config check` of every
-# rendered configuration) and the chart run as local processes. Needs PostgreSQL at
+# rendered configuration), the chart run as local processes, and the MCP server with the official
+# Python MCP client. Needs PostgreSQL at
 # AGENTSEARCH_TEST_POSTGRES (default postgres://postgres@127.0.0.1:5432/postgres) and Redis on
 # 127.0.0.1:6379; fetches the model weights if missing. Arguments go to nextest (a filter), and
 # then the deployment checks are skipped.
@@ -25,3 +26,4 @@ python3 scripts/check-dockerfile.py
 ./scripts/check-chart.sh
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-query-schema.py "$AGENTSEARCH_QUERY_CORPUS"
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/chart-runs.py
+"${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-mcp.py

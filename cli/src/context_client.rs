@@ -142,9 +142,19 @@ async fn search(args: ContextSearchArgs) -> anyhow::Result<()> {
     let mut client = ContextSearchClient::new(args.connection.channel().await?)
         .max_decoding_message_size(32 << 20);
     let (identity, identities) = args.identity.split();
+    // A query that is a JSON object is a query JSON document.
+    let document = args
+        .query
+        .trim_start()
+        .starts_with('{')
+        .then(|| args.query.clone());
     let request = pb::ContextSearchRequest {
         project_id: args.connection.project.clone(),
-        query: args.query.clone(),
+        query: if document.is_some() {
+            String::new()
+        } else {
+            args.query.clone()
+        },
         sources: args.sources.clone(),
         sync_ids: args.sync_ids.clone(),
         top_k: args.top_k,
@@ -155,6 +165,7 @@ async fn search(args: ContextSearchArgs) -> anyhow::Result<()> {
         mode: args.mode.clone(),
         diagnostics: args.diagnostics,
         query_embedding: None,
+        query_json: document,
     };
     let response = client
         .search(args.connection.request(request)?)
@@ -365,6 +376,7 @@ async fn load(args: ContextLoadArgs) -> anyhow::Result<()> {
             source: args.source.clone(),
             owner: args.owner.clone(),
             sync_id: args.sync_id.clone(),
+            fields: Vec::new(),
         })?)
         .await
         .map_err(call_error)?
@@ -425,5 +437,10 @@ fn record_from_json(v: &serde_json::Value) -> anyhow::Result<pb::RecordInput> {
             anyone: acl.get("anyone").and_then(|x| x.as_bool()).unwrap_or(false),
         }),
         segments: Vec::new(),
+        created_at: None,
+        author: None,
+        url: None,
+        path: None,
+        metadata_json: None,
     })
 }

@@ -158,6 +158,7 @@ pub async fn load_documents(router: &Router) -> anyhow::Result<()> {
                 id: sync_id.to_string(),
                 source: source.to_string(),
                 owner: DEMO_OWNER.to_string(),
+                fields: Vec::new(),
             })
             .await?;
         let mut groups = Vec::new();

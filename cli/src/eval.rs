@@ -852,6 +852,7 @@ async fn ingest_passages(
         source: EVAL_SOURCE.to_string(),
         owner: "eval@example.com".to_string(),
         sync_id: Some(EVAL_SYNC_ID.to_string()),
+        fields: Vec::new(),
     });
     authorize(args, request.metadata_mut())?;
     let sync = client
@@ -871,7 +872,7 @@ async fn ingest_passages(
                 anyone: true,
                 ..Default::default()
             }),
-            segments: Vec::new(),
+            ..Default::default()
         })
         .collect();
     let batches: Vec<pb::UpsertRecordsRequest> = records

@@ -1,5 +1,6 @@
 //! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
-//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`, `token`.
+//! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`, `token`,
+//! `mcp` (the meta-tools over MCP on stdio).
 //! Assembly of the processes lives here ([`node`]); the client commands talk to a router over its
 //! public gRPC API ([`client`], [`context_client`]).
 
@@ -53,6 +54,9 @@ pub enum Command {
     EmbedBench(embed_bench::EmbedBenchArgs),
     /// Issue a JWT for a user of a project (HS256 with the project's secret, or RS256 / ES256).
     Token(token::TokenArgs),
+    /// Serve the meta-tools (search_tools, search_context, read_context, get_tool) over MCP on
+    /// stdio, for desktop agents, calling a running server's REST API.
+    Mcp(McpArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -131,6 +135,28 @@ pub struct RouterArgs {
     /// PostgreSQL URL (or postgres.url in the config, or AGENTSEARCH_POSTGRES__URL).
     #[arg(long)]
     pub postgres: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// The server's REST address.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "AGENTSEARCH_HTTP"
+    )]
+    pub http: String,
+    /// Bearer token: a user's JWT (the user is the identity content is read as) or the service
+    /// token.
+    #[arg(long, env = "AGENTSEARCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Project id (UUID).
+    #[arg(long, default_value = agentsearch_common::ids::DEMO_PROJECT_ID)]
+    pub project: String,
+    /// With the service token: the principal whose content search_context and read_context
+    /// read (a user token decides it itself).
+    #[arg(long, env = "AGENTSEARCH_IDENTITY")]
+    pub identity: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,6 +249,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             token::run(args, &config)
         }
         Command::Config(ConfigCommand::Check(args)) => config_check(cli.config.as_deref(), &args),
+        Command::Mcp(args) => {
+            use agentsearch_router::mcp;
+            // stdout carries the protocol: nothing else may be printed there.
+            let backend =
+                mcp::Remote::new(&args.http, args.token.is_some()).map_err(anyhow::Error::msg)?;
+            let connection = mcp::Connection {
+                project_id: Some(args.project),
+                authorization: args.token.as_deref().and_then(mcp::bearer),
+                identity: args.identity,
+                ..Default::default()
+            };
+            mcp::serve_stdio(mcp::McpServer::fixed(
+                std::sync::Arc::new(backend),
+                connection,
+            ))
+            .await
+            .map_err(anyhow::Error::msg)
+        }
     }
 }
 

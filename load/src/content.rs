@@ -167,6 +167,11 @@ impl Content {
             modified_at: Some("2026-06-01T12:00:00Z".into()),
             acl: Some(acl(rng, self)),
             segments,
+            created_at: None,
+            author: None,
+            url: None,
+            path: None,
+            metadata_json: None,
         }
     }
 

@@ -347,6 +347,7 @@ async fn context_scenario(args: &Args, channel: Channel, rng: &mut StdRng) -> an
                         .into(),
                         owner: "admin@corp.example".into(),
                         sync_id: Some(id.clone()),
+                        fields: Vec::new(),
                     },
                 ))
                 .await?;

@@ -436,6 +436,7 @@ impl From<ShardWriteResponse> for pb::WriteResponse {
         Self {
             affected: r.affected,
             generation: r.generation,
+            fields_indexed: r.fields_indexed,
         }
     }
 }
@@ -445,6 +446,7 @@ impl From<pb::WriteResponse> for ShardWriteResponse {
         Self {
             affected: r.affected,
             generation: r.generation,
+            fields_indexed: r.fields_indexed,
         }
     }
 }

@@ -2,9 +2,10 @@
 //! `agentsearch_common::shard`. Plain field-for-field mappings in both directions.
 
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, IndexedRecord,
-    IndexedSegment, ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordInfo,
-    SegmentData, SegmentHit, SegmentUpsertRequest, ShardTimings, SyncScope,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, FieldData, FieldDecl,
+    FieldValue, IndexedRecord, IndexedSegment, ReadSegmentsRequest, ReadSegmentsResponse,
+    RecordDeleteRequest, RecordInfo, SegmentData, SegmentHit, SegmentUpsertRequest, ShardTimings,
+    SyncScope,
 };
 
 use crate::shard_v1 as pb;
@@ -35,7 +36,8 @@ same_fields!(
     [project_id, sync_ids, query],
     []
 );
-same_fields!(SyncScope, pb::SyncScope, [sync_id, principals], []);
+same_fields!(SyncScope, pb::SyncScope, [sync_id, principals, source], []);
+same_fields!(FieldDecl, pb::FieldDecl, [name, kind], []);
 same_fields!(
     SegmentHit,
     pb::SegmentHit,
@@ -45,7 +47,7 @@ same_fields!(
 same_fields!(
     SegmentData,
     pb::SegmentData,
-    [sync_id, record_id, ordinal, text],
+    [sync_id, record_id, ordinal, text, highlights],
     []
 );
 same_fields!(
@@ -64,13 +66,13 @@ same_fields!(
     IndexedRecord,
     pb::IndexedRecord,
     [record_id, display_name, generation, principals],
-    [segments]
+    [segments, fields]
 );
 same_fields!(
     SegmentUpsertRequest,
     pb::UpsertSegmentsRequest,
     [project_id, sync_id],
-    [records]
+    [records, fields]
 );
 same_fields!(
     RecordDeleteRequest,
@@ -97,6 +99,8 @@ impl From<ContextSearchRequest> for pb::SearchSegmentsRequest {
             limit: r.limit,
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
+            structured: r.structured,
+            fields: all(r.fields),
         }
     }
 }
@@ -111,6 +115,8 @@ impl From<pb::SearchSegmentsRequest> for ContextSearchRequest {
             limit: r.limit,
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
+            structured: r.structured,
+            fields: all(r.fields),
         }
     }
 }
@@ -129,6 +135,8 @@ impl From<ContextSearchResponse> for pb::SearchSegmentsResponse {
             lexical_ms: r.timings.lexical_ms,
             dense_ms: r.timings.dense_ms,
             assemble_ms: r.timings.assemble_ms,
+            structured: r.structured,
+            matched: r.matched,
         }
     }
 }
@@ -148,6 +156,42 @@ impl From<pb::SearchSegmentsResponse> for ContextSearchResponse {
                 lexical_ms: r.lexical_ms,
                 dense_ms: r.dense_ms,
                 assemble_ms: r.assemble_ms,
+            },
+            structured: r.structured,
+            matched: r.matched,
+        }
+    }
+}
+
+impl From<FieldValue> for pb::FieldValue {
+    fn from(v: FieldValue) -> Self {
+        use pb::field_value::Value;
+        Self {
+            name: v.name,
+            value: Some(match v.value {
+                FieldData::Keyword(s) => Value::Keyword(s),
+                FieldData::Text(s) => Value::Text(s),
+                FieldData::Number(x) => Value::Number(x),
+                FieldData::Date(ms) => Value::DateMs(ms),
+                FieldData::Flag(b) => Value::Flag(b),
+            }),
+        }
+    }
+}
+
+/// A value the sender left empty becomes an empty keyword, which the index refuses by name.
+impl From<pb::FieldValue> for FieldValue {
+    fn from(v: pb::FieldValue) -> Self {
+        use pb::field_value::Value;
+        Self {
+            name: v.name,
+            value: match v.value {
+                Some(Value::Keyword(s)) => FieldData::Keyword(s),
+                Some(Value::Text(s)) => FieldData::Text(s),
+                Some(Value::Number(x)) => FieldData::Number(x),
+                Some(Value::DateMs(ms)) => FieldData::Date(ms),
+                Some(Value::Flag(b)) => FieldData::Flag(b),
+                None => FieldData::Keyword(String::new()),
             },
         }
     }
@@ -185,12 +229,18 @@ mod tests {
             syncs: vec![SyncScope {
                 sync_id: "s".into(),
                 principals: vec!["anyone".into()],
+                source: "box".into(),
             }],
             query: "q".into(),
             vector: Some(vec![0.5, 0.5]),
             limit: 7,
             lexical: true,
             stats: None,
+            structured: Some(r#"{"v":1}"#.into()),
+            fields: vec![FieldDecl {
+                name: "size".into(),
+                kind: "numeric".into(),
+            }],
         };
         let wire: pb::SearchSegmentsRequest = request.clone().into();
         assert_eq!(ContextSearchRequest::from(wire), request);

@@ -23,9 +23,9 @@ use agentsearch_common::context::{
 use agentsearch_common::principal;
 use agentsearch_common::segment::{SegmentParams, segment};
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse as ShardAnswer, ContextStatsRequest, IndexedRecord,
-    IndexedSegment, ReadSegmentsRequest, RecordInfo, RetrievalMode, SegmentData, SegmentHit,
-    SyncScope, TermStats, segment_hit_order, segment_key,
+    ContextSearchRequest, ContextSearchResponse as ShardAnswer, ContextStatsRequest, FieldDecl,
+    IndexedRecord, IndexedSegment, ReadSegmentsRequest, RecordInfo, RetrievalMode, SegmentData,
+    SegmentHit, SyncScope, TermStats, segment_hit_order, segment_key,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_store::{RecordEntry, SyncRow};
@@ -74,6 +74,7 @@ impl From<SyncRow> for SyncStatus {
             segments: s.segments,
             created_at_ms: s.created_at_ms,
             last_ingest_at_ms: s.last_ingest_at_ms,
+            fields: s.fields,
         }
     }
 }
@@ -114,19 +115,74 @@ impl Router {
             segments: 0,
             created_at_ms: 0,
             last_ingest_at_ms: None,
+            fields: req.fields.clone(),
         };
+        // A field name has one kind in a project, so a query over several syncs means one thing.
+        let others = self.store.list_syncs(&req.project_id).await?;
+        for (i, field) in req.fields.iter().enumerate() {
+            if let Some((sync, other)) = others
+                .iter()
+                .filter(|s| s.id != req.id)
+                .find_map(|s| Some((s, s.fields.iter().find(|f| f.name == field.name)?)))
+                .filter(|(_, other)| other.kind != field.kind)
+            {
+                return Err(Error::invalid(
+                    format!("fields[{i}].kind"),
+                    format!(
+                        "sync {} of this project declares `{}` as {}; a field has one kind per project",
+                        sync.id, field.name, other.kind
+                    ),
+                ));
+            }
+        }
         let stored = self.store.create_sync(&row).await?;
         if stored.project_id != req.project_id
             || stored.source != req.source
             || stored.owner != req.owner
+            || stored.fields != req.fields
         {
             return Err(Error::invalid(
                 "id",
-                "a sync with this id already exists with another source or owner",
+                "a sync with this id already exists with another source, owner or fields",
             ));
         }
         tracing::info!(project_id = %req.project_id, sync_id = %stored.id, source = %stored.source, shards = ?stored.shard_ids, "sync created");
         Ok(stored.into())
+    }
+
+    /// The fields a content query of the project may name (its syncs' metadata included).
+    pub async fn content_catalog_of(&self, project_id: &str) -> Result<agentsearch_query::Catalog> {
+        let syncs = self.store.list_syncs(project_id).await?;
+        Ok(content_catalog(&syncs).0)
+    }
+
+    /// The JSON Schema of query JSON documents over the project's content: the fields every
+    /// record has and the metadata its syncs declare (only those of `sync_ids`, if any).
+    pub async fn context_query_schema(
+        &self,
+        project_id: &str,
+        sync_ids: &[String],
+    ) -> Result<serde_json::Value> {
+        if sync_ids.len() > crate::context_api::MAX_SYNC_IDS {
+            return Err(Error::invalid(
+                "syncIds",
+                format!(
+                    "must have at most {} items, got {}",
+                    crate::context_api::MAX_SYNC_IDS,
+                    sync_ids.len()
+                ),
+            ));
+        }
+        let mut wanted = Vec::with_capacity(sync_ids.len());
+        for (i, id) in sync_ids.iter().enumerate() {
+            wanted.push(
+                crate::context_api::parse_sync_id(&format!("syncIds[{i}]"), id)
+                    .map_err(|v| Error::invalid_many(vec![v]))?,
+            );
+        }
+        let all = self.store.list_syncs(project_id).await?;
+        let syncs = scoped_syncs(all, &[], &wanted)?;
+        Ok(agentsearch_query::schema(&content_catalog(&syncs).0))
     }
 
     pub async fn get_sync(&self, project_id: &str, sync_id: &str) -> Result<SyncStatus> {
@@ -162,8 +218,9 @@ impl Router {
         let sync = self.sync_row(project_id, sync_id).await?;
         let model = self.embedder.inner().clone();
         let params = SegmentParams::from(&self.settings.context);
+        let declared = sync.fields.clone();
         let records = tokio::task::spawn_blocking(move || {
-            let records = validate_records(raw, (model.model_id(), model.dim()))?;
+            let records = validate_records(raw, (model.model_id(), model.dim()), &declared)?;
             Ok::<_, Error>(
                 records
                     .into_iter()
@@ -222,6 +279,7 @@ impl Router {
             project_id: project_id.to_string(),
             sync_id: sync_id.to_string(),
             request_id: request_id.to_string(),
+            fields: sync.fields.clone(),
         };
         let (upserted, segments, generation) = detached(async move {
             let _serial = serial;
@@ -279,6 +337,7 @@ impl Router {
             project_id: project_id.to_string(),
             sync_id: sync_id.to_string(),
             request_id: request_id.to_string(),
+            fields: sync.fields.clone(),
         };
         detached(async move {
             let _serial = serial;
@@ -391,7 +450,7 @@ impl Router {
     /// this search.
     pub async fn search_context(
         &self,
-        req: ContextSearch,
+        mut req: ContextSearch,
         request_id: &str,
         user: Option<&str>,
     ) -> Result<ContextSearchResponse> {
@@ -403,29 +462,37 @@ impl Router {
 
         // Scope: the project's syncs, narrowed by sources and syncIds.
         let all = self.store.list_syncs(&req.project_id).await?;
-        if let Some((i, _)) = req
-            .sync_ids
-            .iter()
-            .enumerate()
-            .find(|(_, id)| !all.iter().any(|s| &s.id == *id))
-        {
-            return Err(Error::invalid(
-                format!("syncIds[{i}]"),
-                "this project has no sync with this id",
-            ));
-        }
-        let syncs: Vec<SyncRow> = all
-            .into_iter()
-            .filter(|s| req.sources.is_empty() || req.sources.contains(&s.source))
-            .filter(|s| req.sync_ids.is_empty() || req.sync_ids.contains(&s.id))
-            .collect();
+        let syncs = scoped_syncs(all, &req.sources, &req.sync_ids)?;
+        // A query document names the fields of the searched syncs.
+        let typed = match req.document.take() {
+            None => None,
+            Some(document) => {
+                let (typed, q, limit) = TypedContext::parse(&document, &syncs)?;
+                req.query = q.unwrap_or_default();
+                if let Some(limit) = limit {
+                    req.top_k = limit;
+                }
+                Some(typed)
+            }
+        };
         let (scopes, identities) = self.scopes(&req.project_id, syncs, &req.identity).await?;
         trace.step("scope");
+        let offset = typed.as_ref().map_or(0, |t| t.offset);
+        // A typed query's page deeper than the deployment's candidate pool gets a pool that
+        // holds it; every other search keeps the configured pool.
+        let candidates = match typed {
+            Some(_) => settings
+                .candidates
+                .max((offset + req.top_k).saturating_mul(req.segments_per_record)),
+            None => settings.candidates,
+        };
+        let has_words = !req.query.trim().is_empty();
+        let structured_only = typed.is_some() && !has_words;
 
         // The query embedding and the global lexical statistics, together.
         let first_parts = self.segment_parts(&scopes, &HashMap::new());
         let embed = async {
-            if !req.mode.dense() || scopes.is_empty() {
+            if !req.mode.dense() || scopes.is_empty() || !has_words {
                 return None;
             }
             if let Some(vector) = &given {
@@ -439,7 +506,7 @@ impl Router {
             Some((embedded, t.elapsed()))
         };
         let stats = async {
-            if !req.mode.lexical() || first_parts.len() < 2 {
+            if !req.mode.lexical() || first_parts.len() < 2 || !has_words {
                 return None;
             }
             let t = Instant::now();
@@ -451,6 +518,8 @@ impl Router {
         };
         let (embedded, stats) = tokio::join!(embed, stats);
         let mut retrieval_mode = match req.mode {
+            // A document without words: its nodes alone rank.
+            _ if structured_only => "structured",
             RetrievalMode::Hybrid => "hybrid",
             RetrievalMode::Lexical => "lexical",
             RetrievalMode::Dense => "dense",
@@ -498,9 +567,12 @@ impl Router {
             syncs: scopes,
             query: req.query.clone(),
             vector: vector.as_ref().map(|v| v.to_vec()),
-            limit: settings.candidates,
-            lexical: req.mode.lexical(),
+            limit: candidates,
+            // A document without words still ranks by its nodes, through the lexical retriever.
+            lexical: req.mode.lexical() || (typed.is_some() && vector.is_none()),
             stats: stats.clone(),
+            structured: typed.as_ref().map(|t| t.structured.clone()),
+            fields: typed.as_ref().map(|t| t.fields.clone()).unwrap_or_default(),
         };
         let mut answers: Vec<ShardAnswer> = Vec::new();
         let mut tried: HashMap<String, Vec<String>> = HashMap::new();
@@ -515,6 +587,7 @@ impl Router {
                         .map(|&i| SyncScope {
                             sync_id: scopes[i].sync.id.clone(),
                             principals: scopes[i].principals.clone(),
+                            source: scopes[i].sync.source.clone(),
                         })
                         .collect(),
                 );
@@ -552,6 +625,18 @@ impl Router {
                         );
                     }
                 }
+                // A shard that cannot run typed queries would answer as if unrestricted.
+                let result = result.and_then(|answer| {
+                    if typed.is_some() && !answer.structured {
+                        Err(Error::Unavailable(
+                            "a shard of this deployment cannot run typed queries yet (an upgrade \
+                             is in progress); retry shortly"
+                                .into(),
+                        ))
+                    } else {
+                        Ok(answer)
+                    }
+                });
                 match result {
                     Ok(answer) => answers.push(answer),
                     Err(err) => {
@@ -636,15 +721,20 @@ impl Router {
         }
 
         // Merge each retriever across shards, then fuse.
-        let limit = settings.candidates as usize;
+        let limit = candidates as usize;
+        let mut matched: Option<u64> = None;
         let mut lexical: Vec<SegmentHit> = Vec::new();
         let mut dense: Vec<SegmentHit> = Vec::new();
         let mut lexical_matched: u64 = 0;
         let mut generation: u64 = 0;
         let mut texts: HashMap<String, SegmentData> = HashMap::new();
         let mut records: HashMap<(String, String), RecordInfo> = HashMap::new();
+        let lexical_on = lexical_on || (typed.is_some() && vector.is_none());
         for answer in answers {
             generation += answer.visible_generation;
+            if let Some(m) = answer.matched {
+                *matched.get_or_insert(0) += m;
+            }
             if lexical_on {
                 lexical.extend(answer.lexical);
                 lexical_matched += answer.lexical_matched;
@@ -782,6 +872,7 @@ impl Router {
         let records_total = ranked.len() as u64;
         let results: Vec<ContextResult> = ranked
             .into_iter()
+            .skip(offset as usize)
             .take(req.top_k as usize)
             .map(|(record_score, key)| {
                 let info = &records[&key];
@@ -805,6 +896,7 @@ impl Router {
                                 text: s.text.clone(),
                                 relevancy: relevancy(*score),
                                 rerank_score: None,
+                                highlights: s.highlights.clone(),
                             }
                         })
                         .collect(),
@@ -828,13 +920,19 @@ impl Router {
                 segments_beyond_pool_cap,
                 segments_unjoinable: unjoinable,
                 segments_not_searchable,
-                records_beyond_top_k: records_total - u64::from(returned),
+                records_beyond_top_k: records_total
+                    .saturating_sub(u64::from(offset))
+                    .saturating_sub(u64::from(returned)),
             },
             degraded: None,
             underfilled: returned < req.top_k,
             permission_filtered: true,
             identities,
             ranking_model: model.map_or(0, |m| m.version),
+            matched: typed
+                .as_ref()
+                .filter(|t| t.count_exactly)
+                .map(|_| matched.unwrap_or(0)),
         };
         Ok(ContextSearchResponse {
             results,
@@ -989,6 +1087,93 @@ fn as_refs(v: &[(String, f64)]) -> Vec<(&str, f64)> {
     v.iter().map(|(k, s)| (k.as_str(), *s)).collect()
 }
 
+/// The syncs of `all` (a project's) of the given sources and ids (empty: any); an id the project
+/// does not have is refused, naming `syncIds[i]`.
+fn scoped_syncs(
+    all: Vec<SyncRow>,
+    sources: &[String],
+    sync_ids: &[String],
+) -> Result<Vec<SyncRow>> {
+    if let Some((i, _)) = sync_ids
+        .iter()
+        .enumerate()
+        .find(|(_, id)| !all.iter().any(|s| &s.id == *id))
+    {
+        return Err(Error::invalid(
+            format!("syncIds[{i}]"),
+            "this project has no sync with this id",
+        ));
+    }
+    Ok(all
+        .into_iter()
+        .filter(|s| sources.is_empty() || sources.contains(&s.source))
+        .filter(|s| sync_ids.is_empty() || sync_ids.contains(&s.id))
+        .collect())
+}
+
+/// What a context search's query JSON document adds beyond its `q` and `limit`.
+struct TypedContext {
+    /// `{"v", "query", "filter", "countExactly", "highlight"}` as the shards execute it.
+    structured: String,
+    offset: u32,
+    count_exactly: bool,
+    /// The metadata fields the searched syncs declare.
+    fields: Vec<FieldDecl>,
+}
+
+impl TypedContext {
+    /// Parses a document against the fields of `syncs` (paths under the request's `query`);
+    /// returns it with its `q` (if it has words) and its `limit`.
+    fn parse(
+        document: &serde_json::Value,
+        syncs: &[SyncRow],
+    ) -> Result<(TypedContext, Option<String>, Option<u32>)> {
+        let (catalog, fields) = content_catalog(syncs);
+        let doc = agentsearch_query::parse(&catalog, document, "query")
+            .map_err(|e| Error::invalid(e.path, e.message))?;
+        let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
+        for key in ["query", "filter", "countExactly", "highlight"] {
+            if let Some(value) = document.get(key) {
+                structured[key] = value.clone();
+            }
+        }
+        Ok((
+            TypedContext {
+                structured: structured.to_string(),
+                offset: doc.offset,
+                count_exactly: doc.count_exactly,
+                fields,
+            },
+            doc.q.filter(|q| !q.trim().is_empty()),
+            doc.limit,
+        ))
+    }
+}
+
+/// The fields a query over `syncs` may name: every record's, then the metadata the syncs declare
+/// (a name has one kind per project), with those declarations.
+pub fn content_catalog(syncs: &[SyncRow]) -> (agentsearch_query::Catalog, Vec<FieldDecl>) {
+    let mut declared: Vec<FieldDecl> = Vec::new();
+    for sync in syncs {
+        for field in &sync.fields {
+            if !declared.iter().any(|f| f.name == field.name) {
+                declared.push(field.clone());
+            }
+        }
+    }
+    let metadata: Vec<agentsearch_query::FieldDef> = declared
+        .iter()
+        .filter_map(|f| {
+            Some(agentsearch_query::FieldDef {
+                name: f.name.clone(),
+                kind: agentsearch_query::FieldKind::from_declared(&f.kind)?,
+                description: format!("metadata declared by the project's syncs ({})", f.kind),
+            })
+        })
+        .collect();
+    (agentsearch_query::Catalog::content(&metadata), declared)
+}
+
 fn pointer_of(s: &SegmentData) -> String {
     Pointer {
         sync_id: s.sync_id.clone(),
@@ -1007,11 +1192,14 @@ fn content_hash(record: &RecordInput, params: SegmentParams) -> String {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     };
-    field(b"record/v1");
+    // v2: the record's typed fields are indexed (records of v1 are rewritten when sent again).
+    field(b"record/v2");
     field(format!("{}/{}", params.segment_words, params.overlap_words).as_bytes());
     field(record.display_name.as_deref().unwrap_or("").as_bytes());
-    field(record.mime.as_bytes());
-    field(record.modified_at.as_deref().unwrap_or("").as_bytes());
+    for value in &record.fields {
+        field(value.name.as_bytes());
+        field(format!("{:?}", value.value).as_bytes());
+    }
     field(record.acl.tokens().join("\n").as_bytes());
     field(record.text.as_bytes());
     if let Some(segments) = &record.segments {
@@ -1073,6 +1261,7 @@ fn prepare_records(
                 generation,
                 principals,
                 segments,
+                fields: record.fields,
             },
             hash,
         ));

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use agentsearch_common::context::{Acl, SOURCES};
 use agentsearch_common::ids::truncate;
 use agentsearch_common::principal;
-use agentsearch_common::shard::RetrievalMode;
+use agentsearch_common::shard::{FieldData, FieldDecl, FieldValue, RetrievalMode};
 use agentsearch_common::{Error, FieldViolation};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -262,7 +262,8 @@ fn identities(
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawContextSearch {
-    pub query: Option<String>,
+    /// A string, or a query JSON document.
+    pub query: Option<serde_json::Value>,
     pub sources: Option<Vec<String>>,
     pub sync_ids: Option<Vec<String>>,
     pub top_k: Option<Int>,
@@ -283,7 +284,11 @@ pub struct RawContextSearch {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContextSearch {
     pub project_id: String,
+    /// The free text (a document's `q`, possibly empty).
     pub query: String,
+    /// `query` sent as a query JSON document: parsed once the searched syncs (and so the
+    /// metadata fields a query may name) are known.
+    pub document: Option<serde_json::Value>,
     /// Empty: every source.
     pub sources: Vec<String>,
     /// Empty: every sync.
@@ -301,7 +306,20 @@ impl RawContextSearch {
     /// Checks every field; all violations are reported at once.
     pub fn validate(self, project_id: String) -> Result<ContextSearch, Error> {
         let mut v = Vec::new();
-        let query = query(&mut v, self.query);
+        let (query, document) = match self.query {
+            Some(document) if agentsearch_query::parse::is_document(&document) => {
+                (String::new(), Some(document))
+            }
+            Some(serde_json::Value::String(text)) => (query(&mut v, Some(text)), None),
+            None => (query(&mut v, None), None),
+            Some(_) => {
+                v.push(FieldViolation::new(
+                    "query",
+                    "must be a string or a query JSON document (an object with \"v\": 1)",
+                ));
+                (String::new(), None)
+            }
+        };
         let sources = sources(&mut v, self.sources);
         let sync_ids = match self.sync_ids {
             None => Vec::new(),
@@ -324,6 +342,12 @@ impl RawContextSearch {
                 out
             }
         };
+        if document.as_ref().is_some_and(|d| d.get("limit").is_some()) && self.top_k.is_some() {
+            v.push(FieldViolation::new(
+                "topK",
+                "give `topK` or the query document's `limit`, not both",
+            ));
+        }
         let top_k = range(&mut v, "topK", self.top_k, 1, MAX_TOP_K).unwrap_or(DEFAULT_TOP_K);
         let segments_per_record = range(
             &mut v,
@@ -343,6 +367,7 @@ impl RawContextSearch {
         Ok(ContextSearch {
             project_id,
             query,
+            document,
             sources,
             sync_ids,
             top_k,
@@ -460,6 +485,9 @@ pub struct ResultSegment {
     pub text: String,
     pub relevancy: f64,
     pub rerank_score: Option<f64>,
+    /// With a query document's `highlight`: fragments of `text` holding matched words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub highlights: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -479,6 +507,9 @@ pub struct ContextUsage {
     /// The version of the project's context ranking model, learned from its feedback, that
     /// fused the retrievers' lists; 0: the deployment's weights.
     pub ranking_model: u64,
+    /// With a query document's `countExactly`: readable records its `query` and `filter` allow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -589,6 +620,90 @@ pub struct RawCreateSync {
     pub id: Option<String>,
     pub source: Option<String>,
     pub owner: Option<String>,
+    /// Metadata fields the sync's records carry (in `metadata`), each with a kind.
+    pub fields: Option<Vec<RawFieldDecl>>,
+}
+
+/// A metadata field declaration as received.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFieldDecl {
+    pub name: Option<String>,
+    pub kind: Option<String>,
+}
+
+/// Most metadata fields a sync may declare.
+pub const MAX_DECLARED_FIELDS: usize = 32;
+
+/// Checks a sync's metadata declarations: names of 1 to 64 letters, digits and `_` starting with a
+/// letter, distinct, none a field every record has; kinds keyword, text, numeric, date or bool.
+fn declared_fields(v: &mut Vec<FieldViolation>, raw: Option<Vec<RawFieldDecl>>) -> Vec<FieldDecl> {
+    let Some(raw) = raw else {
+        return Vec::new();
+    };
+    if raw.len() > MAX_DECLARED_FIELDS {
+        v.push(FieldViolation::new(
+            "fields",
+            format!(
+                "must have at most {MAX_DECLARED_FIELDS} items, got {}",
+                raw.len()
+            ),
+        ));
+        return Vec::new();
+    }
+    let mut out: Vec<FieldDecl> = Vec::new();
+    for (i, d) in raw.into_iter().enumerate() {
+        let name = match d.name {
+            None => {
+                v.push(FieldViolation::new(
+                    format!("fields[{i}].name"),
+                    "is required",
+                ));
+                continue;
+            }
+            Some(name) => name,
+        };
+        let shaped = name.len() <= 64
+            && name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !shaped {
+            v.push(FieldViolation::new(
+                format!("fields[{i}].name"),
+                "must be 1 to 64 letters, digits or `_`, starting with a letter",
+            ));
+            continue;
+        }
+        if agentsearch_query::Catalog::is_content_field(&name) {
+            v.push(FieldViolation::new(
+                format!("fields[{i}].name"),
+                format!("`{name}` is a field every record has; choose another name"),
+            ));
+            continue;
+        }
+        if out.iter().any(|f| f.name == name) {
+            v.push(FieldViolation::new(
+                format!("fields[{i}].name"),
+                format!("`{name}` is declared more than once"),
+            ));
+            continue;
+        }
+        match d.kind.as_deref() {
+            Some(kind) if agentsearch_query::FieldKind::from_declared(kind).is_some() => {
+                out.push(FieldDecl {
+                    name,
+                    kind: kind.to_string(),
+                });
+            }
+            other => v.push(FieldViolation::new(
+                format!("fields[{i}].kind"),
+                format!(
+                    "must be one of keyword, text, numeric, date, bool; got {}",
+                    other.map_or("nothing".to_string(), |k| format!("`{}`", truncate(k, 32)))
+                ),
+            )),
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -597,6 +712,7 @@ pub struct CreateSync {
     pub id: String,
     pub source: String,
     pub owner: String,
+    pub fields: Vec<FieldDecl>,
 }
 
 impl RawCreateSync {
@@ -647,6 +763,7 @@ impl RawCreateSync {
                 String::new()
             }
         };
+        let fields = declared_fields(&mut v, self.fields);
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
@@ -655,6 +772,7 @@ impl RawCreateSync {
             id,
             source,
             owner,
+            fields,
         })
     }
 }
@@ -671,6 +789,8 @@ pub struct SyncStatus {
     pub segments: u64,
     pub created_at_ms: i64,
     pub last_ingest_at_ms: Option<i64>,
+    /// Metadata fields its records carry.
+    pub fields: Vec<FieldDecl>,
 }
 
 // ---- Records ----
@@ -691,6 +811,12 @@ pub struct RawRecord {
     pub text: Option<String>,
     pub mime: Option<String>,
     pub modified_at: Option<String>,
+    pub created_at: Option<String>,
+    pub author: Option<String>,
+    pub url: Option<String>,
+    pub path: Option<String>,
+    /// Values of the metadata fields the sync declares.
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     pub acl: Option<Acl>,
     pub segments: Option<Vec<SegmentInput>>,
 }
@@ -723,6 +849,8 @@ pub struct RecordInput {
     pub acl: Acl,
     /// Precomputed segments, if the caller brought its own embeddings.
     pub segments: Option<Vec<SegmentInput>>,
+    /// Its typed field values as indexed: mime, author, url, path, dates, declared metadata.
+    pub fields: Vec<FieldValue>,
 }
 
 /// Validates a batch of records. `model` is the deployment's model id and dimension, against
@@ -730,6 +858,7 @@ pub struct RecordInput {
 pub fn validate_records(
     raw: RawUpsertRecords,
     model: (&str, usize),
+    declared: &[FieldDecl],
 ) -> Result<Vec<RecordInput>, Error> {
     let mut v = Vec::new();
     if raw.records.len() > MAX_RECORDS {
@@ -836,23 +965,57 @@ pub fn validate_records(
                 }
             }
         }
-        let mime = r.mime.unwrap_or_else(|| "text/plain".to_string());
+        // Empty is absent, as over gRPC.
+        let mime = r
+            .mime
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "text/plain".to_string());
         if mime.len() > 255 || mime.chars().any(char::is_control) {
             v.push(FieldViolation::new(
                 at("mime"),
                 "must be a media type of at most 255 characters",
             ));
         }
-        if let Some(t) = &r.modified_at
-            && !is_rfc3339(t)
-        {
-            v.push(FieldViolation::new(
-                at("modifiedAt"),
-                format!(
-                    "must be an RFC 3339 timestamp such as 2026-04-01T12:00:00Z, got `{}`",
-                    truncate(t, 40)
-                ),
-            ));
+        let mut fields = vec![FieldValue {
+            name: "mime".into(),
+            value: FieldData::Keyword(mime.clone()),
+        }];
+        for (name, value) in [("modifiedAt", &r.modified_at), ("createdAt", &r.created_at)] {
+            let Some(t) = value else { continue };
+            match rfc3339_ms(t) {
+                Some(ms) => fields.push(FieldValue {
+                    name: name.into(),
+                    value: FieldData::Date(ms),
+                }),
+                None => v.push(FieldViolation::new(
+                    at(name),
+                    format!(
+                        "must be an RFC 3339 timestamp such as 2026-04-01T12:00:00Z in the years \
+                         1678 to 2261, got `{}`",
+                        truncate(t, 40)
+                    ),
+                )),
+            }
+        }
+        for (name, value) in [("author", &r.author), ("url", &r.url), ("path", &r.path)] {
+            let Some(value) = value else { continue };
+            if value.is_empty()
+                || value.len() > MAX_KEYWORD_BYTES
+                || value.chars().any(char::is_control)
+            {
+                v.push(FieldViolation::new(
+                    at(name),
+                    format!("must be 1 to {MAX_KEYWORD_BYTES} bytes without control characters"),
+                ));
+            } else {
+                fields.push(FieldValue {
+                    name: name.into(),
+                    value: FieldData::Keyword(value.clone()),
+                });
+            }
+        }
+        if let Some(metadata) = &r.metadata {
+            metadata_values(&mut v, &at("metadata"), metadata, declared, &mut fields);
         }
         let segments = match (r.segments, byo) {
             (Some(_), false) => {
@@ -922,12 +1085,100 @@ pub fn validate_records(
             modified_at: r.modified_at,
             acl,
             segments,
+            fields,
         });
     }
     if !v.is_empty() {
         return Err(Error::invalid_many(v));
     }
     Ok(out)
+}
+
+/// Longest keyword value of a record (author, url, path, keyword metadata), in bytes.
+pub const MAX_KEYWORD_BYTES: usize = 2048;
+
+/// Checks a record's `metadata` against the sync's declarations and adds the typed values: each
+/// key a declared field, each value of its kind (keyword and text: strings; numeric: finite
+/// numbers; date: ISO 8601 dates or date-times; bool: booleans), `null` as absent.
+fn metadata_values(
+    v: &mut Vec<FieldViolation>,
+    at: &str,
+    metadata: &serde_json::Map<String, serde_json::Value>,
+    declared: &[FieldDecl],
+    out: &mut Vec<FieldValue>,
+) {
+    use serde_json::Value;
+    for (name, value) in metadata {
+        let path = format!("{at}.{}", truncate(name, 64));
+        let Some(decl) = declared.iter().find(|d| &d.name == name) else {
+            let names: Vec<&str> = declared.iter().map(|d| d.name.as_str()).collect();
+            v.push(FieldViolation::new(
+                path,
+                match names.is_empty() {
+                    true => "this sync declares no metadata fields".to_string(),
+                    false => format!(
+                        "is not declared by this sync; it declares {}",
+                        names.join(", ")
+                    ),
+                },
+            ));
+            continue;
+        };
+        let data = match (decl.kind.as_str(), value) {
+            (_, Value::Null) => continue,
+            ("keyword", Value::String(s)) if !s.is_empty() && s.len() <= MAX_KEYWORD_BYTES => {
+                Some(FieldData::Keyword(s.clone()))
+            }
+            ("text", Value::String(s)) if s.len() <= MAX_TEXT_BYTES => {
+                Some(FieldData::Text(s.clone()))
+            }
+            ("numeric", Value::Number(n)) => {
+                n.as_f64().filter(|x| x.is_finite()).map(FieldData::Number)
+            }
+            ("date", Value::String(s)) => agentsearch_query::parse::parse_date(s)
+                .ok()
+                .and_then(indexable_date)
+                .map(FieldData::Date),
+            ("bool", Value::Bool(b)) => Some(FieldData::Flag(*b)),
+            _ => None,
+        };
+        match data {
+            Some(value) => out.push(FieldValue {
+                name: name.clone(),
+                value,
+            }),
+            None => v.push(FieldViolation::new(
+                path,
+                match decl.kind.as_str() {
+                    "keyword" => {
+                        format!("must be a string of 1 to {MAX_KEYWORD_BYTES} bytes (a keyword)")
+                    }
+                    "text" => format!("must be a string of at most {MAX_TEXT_BYTES} bytes"),
+                    "numeric" => "must be a number".to_string(),
+                    "date" => "must be a date such as 2026-03-01 or 2026-03-01T09:30:00Z, in the \
+                         years 1678 to 2261"
+                        .to_string(),
+                    _ => "must be true or false".to_string(),
+                },
+            )),
+        }
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 timestamp in the years an index holds, if it is
+/// one.
+fn rfc3339_ms(t: &str) -> Option<i64> {
+    if !is_rfc3339(t) {
+        return None;
+    }
+    indexable_date(agentsearch_query::parse::parse_date(t).ok()?)
+}
+
+/// `ms` if an index can hold it (the years 1678 to 2261).
+fn indexable_date(ms: i64) -> Option<i64> {
+    agentsearch_common::shard::DATE_MS_RANGE
+        .contains(&ms)
+        .then_some(ms)
 }
 
 /// Why a record id is not acceptable, if it is not.
@@ -1116,8 +1367,8 @@ mod tests {
     fn unknown_and_mistyped_properties_are_named() {
         let err = from_json::<RawContextSearch>(br#"{"query": "x", "topk": 3}"#).unwrap_err();
         assert_eq!(fields(err), ["topk"]);
-        let err = from_json::<RawContextSearch>(br#"{"query": 3}"#).unwrap_err();
-        assert_eq!(fields(err), ["query"]);
+        let raw = from_json::<RawContextSearch>(br#"{"query": 3}"#).unwrap();
+        assert_eq!(fields(raw.validate("p".into()).unwrap_err()), ["query"]);
         let err = from_json::<RawUpsertRecords>(
             br#"{"records": [{"id": "a", "acl": {"users": [], "everyone": true}}]}"#,
         )
@@ -1253,7 +1504,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            fields(validate_records(raw, ("m", 2), &[]).unwrap_err()),
             [
                 "records[1].id",
                 "records[2].id",
@@ -1271,20 +1522,20 @@ mod tests {
             "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [1.0, 0.0]}]}]}"#;
         let raw: RawUpsertRecords = from_json(body).unwrap();
         assert_eq!(
-            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            fields(validate_records(raw, ("m", 2), &[]).unwrap_err()),
             ["embedding.model", "embedding.dimension"]
         );
         let body = br#"{"embedding": {"model": "sentence-transformers/m", "dimension": 2},
             "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [1.0, 0.0, 0.0]}]}]}"#;
         let raw: RawUpsertRecords = from_json(body).unwrap();
         assert_eq!(
-            fields(validate_records(raw, ("m", 2)).unwrap_err()),
+            fields(validate_records(raw, ("m", 2), &[]).unwrap_err()),
             ["records[0].segments[0].vector"]
         );
         let body = br#"{"embedding": {"model": "m", "dimension": 2},
             "records": [{"id": "a", "acl": {"anyone": true}, "segments": [{"text": "t", "vector": [0.6, 0.8]}]}]}"#;
         let raw: RawUpsertRecords = from_json(body).unwrap();
-        assert_eq!(validate_records(raw, ("m", 2)).unwrap().len(), 1);
+        assert_eq!(validate_records(raw, ("m", 2), &[]).unwrap().len(), 1);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub(crate) struct RecordWrite {
     pub(crate) project_id: String,
     pub(crate) sync_id: String,
     pub(crate) request_id: String,
+    /// The metadata fields the sync declares.
+    pub(crate) fields: Vec<agentsearch_common::shard::FieldDecl>,
 }
 
 impl RecordWrite {
@@ -64,10 +66,19 @@ impl RecordWrite {
                         project_id: project_id.to_string(),
                         sync_id: sync_id.to_string(),
                         records,
+                        fields: self.fields.clone(),
                     };
-                    client
+                    let answer = client
                         .upsert_segments(request, &self.request_id, WRITE_TIMEOUT)
                         .await?;
+                    // A shard that predates record fields would drop them: not a write.
+                    if !answer.fields_indexed {
+                        return Err(Error::Unavailable(
+                            "a shard of this deployment cannot index record fields yet (an \
+                             upgrade is in progress); retry shortly"
+                                .into(),
+                        ));
+                    }
                 }
                 Ok::<_, Error>(())
             }

@@ -16,9 +16,9 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::api::Int;
 use crate::context_api::{
-    ContextSearchResponse, EmbeddingSpec, RawContextSearch, RawCreateSync, RawGroup, RawIdentity,
-    RawIdentityEntry, RawPutGroups, RawReadContext, RawRecord, RawUpsertRecords, SegmentInput,
-    SyncStatus, bind_identity, parse_sync_id,
+    ContextSearchResponse, EmbeddingSpec, RawContextSearch, RawCreateSync, RawFieldDecl, RawGroup,
+    RawIdentity, RawIdentityEntry, RawPutGroups, RawReadContext, RawRecord, RawUpsertRecords,
+    SegmentInput, SyncStatus, bind_identity, parse_sync_id,
 };
 use crate::grpc::PublicGrpc;
 
@@ -56,6 +56,14 @@ fn sync_to_proto(s: SyncStatus) -> pb::Sync {
         segments: s.segments,
         created_at_ms: s.created_at_ms,
         last_ingest_at_ms: s.last_ingest_at_ms,
+        fields: s
+            .fields
+            .into_iter()
+            .map(|f| pb::SyncField {
+                name: f.name,
+                kind: f.kind,
+            })
+            .collect(),
     }
 }
 
@@ -82,6 +90,7 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
                         text: s.text,
                         relevancy: s.relevancy,
                         rerank_score: s.rerank_score,
+                        highlights: s.highlights,
                     })
                     .collect(),
                 explain: r.explain.map(crate::grpc::explain_to_proto),
@@ -118,6 +127,7 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
                 })
                 .collect(),
             ranking_model: u.ranking_model,
+            matched: u.matched,
         }),
         trace: r.trace.map(|t| pb::Trace {
             total_ms: t.total_ms,
@@ -133,13 +143,32 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
     }
 }
 
-fn record_from_proto(r: pb::RecordInput) -> RawRecord {
-    RawRecord {
+/// A record as received; `metadata_json` must hold a JSON object (else the error names
+/// `records[i].metadataJson`).
+fn record_from_proto(i: usize, r: pb::RecordInput) -> Result<RawRecord, Error> {
+    let metadata = match r.metadata_json.as_deref() {
+        None => None,
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            _ => {
+                return Err(Error::invalid(
+                    format!("records[{i}].metadataJson"),
+                    "must be a JSON object of the sync's declared fields",
+                ));
+            }
+        },
+    };
+    Ok(RawRecord {
         id: Some(r.id),
         display_name: r.display_name,
         text: r.text,
         mime: (!r.mime.is_empty()).then_some(r.mime),
         modified_at: r.modified_at,
+        created_at: r.created_at,
+        author: r.author,
+        url: r.url,
+        path: r.path,
+        metadata,
         acl: r.acl.map(|a| Acl {
             users: a.users,
             groups: a.groups,
@@ -155,7 +184,7 @@ fn record_from_proto(r: pb::RecordInput) -> RawRecord {
                 })
                 .collect()
         }),
-    }
+    })
 }
 
 type RecordAcks = Pin<Box<dyn Stream<Item = Result<pb::UpsertRecordsResponse, Status>> + Send>>;
@@ -171,8 +200,26 @@ impl ContextSearch for PublicGrpc {
         let fail = |e: Error| status_from_error(&e, &request_id);
         let r = request.into_inner();
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
+        if r.query_json.is_some() && !r.query.is_empty() {
+            return Err(fail(Error::invalid(
+                "query",
+                "give `query` or `queryJson`, not both",
+            )));
+        }
+        let query = match r.query_json.as_deref() {
+            None => serde_json::Value::String(r.query),
+            Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(document) if document.is_object() => document,
+                _ => {
+                    return Err(fail(Error::invalid(
+                        "queryJson",
+                        "must be a JSON object (a query JSON document)",
+                    )));
+                }
+            },
+        };
         let raw = RawContextSearch {
-            query: Some(r.query),
+            query: Some(query),
             sources: (!r.sources.is_empty()).then_some(r.sources),
             sync_ids: (!r.sync_ids.is_empty()).then_some(r.sync_ids),
             top_k: r.top_k.map(Int::from),
@@ -216,6 +263,24 @@ impl ContextSearch for PublicGrpc {
         Ok(Response::new(pb::ContextFeedbackResponse {
             examples: outcome.examples,
             ranking_model: outcome.ranking_model,
+        }))
+    }
+
+    async fn get_context_query_schema(
+        &self,
+        request: Request<pb::GetContextQuerySchemaRequest>,
+    ) -> Result<Response<pb::QuerySchemaResponse>, Status> {
+        let begun = self.begin(&request);
+        let request_id = begun.request_id.clone();
+        let r = request.into_inner();
+        let (project_id, _ctx) = begun.authorize(&r.project_id)?;
+        let schema = self
+            .router()
+            .context_query_schema(&project_id, &r.sync_ids)
+            .await
+            .map_err(|e| status_from_error(&e, &request_id))?;
+        Ok(Response::new(pb::QuerySchemaResponse {
+            schema_json: schema.to_string(),
         }))
     }
 
@@ -280,6 +345,15 @@ impl ContextSync for PublicGrpc {
             id: r.sync_id,
             source: Some(r.source),
             owner: Some(r.owner),
+            fields: (!r.fields.is_empty()).then(|| {
+                r.fields
+                    .into_iter()
+                    .map(|f| RawFieldDecl {
+                        name: Some(f.name),
+                        kind: Some(f.kind),
+                    })
+                    .collect()
+            }),
         };
         let created = self
             .router()
@@ -340,7 +414,12 @@ impl ContextSync for PublicGrpc {
                             let project_id = begun.authenticate_service(&m.project_id)?;
                             let sync_id = sync_id(&m.sync_id)?;
                             let raw = RawUpsertRecords {
-                                records: m.records.into_iter().map(record_from_proto).collect(),
+                                records: m
+                                    .records
+                                    .into_iter()
+                                    .enumerate()
+                                    .map(|(i, r)| record_from_proto(i, r))
+                                    .collect::<Result<_, Error>>()?,
                                 embedding: m.embedding.map(|e| EmbeddingSpec {
                                     model: e.model,
                                     dimension: e.dimension,

@@ -21,6 +21,7 @@ pub mod health;
 pub mod json;
 pub mod locks;
 pub mod lookup;
+pub mod mcp;
 pub mod meta_tools;
 pub mod placement;
 pub mod rest;

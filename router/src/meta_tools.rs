@@ -1,7 +1,8 @@
 //! The service's own tools, as definitions a model API takes as they are: `search_tools`,
 //! `search_context`, `read_context` and `get_tool`. Their arguments are the REST requests' fields
-//! (an application forwards a call's arguments as the request body), and `search_tools`' `query`
-//! takes a query JSON document under the generated schema. The caller's identity is never an
+//! (an application forwards a call's arguments as the request body), and the `query` of
+//! `search_tools` and `search_context` takes a query JSON document under the generated schema
+//! (for content: the fields every record has and the metadata the project's syncs declare). The caller's identity is never an
 //! argument: the application's credentials decide it.
 
 use agentsearch_common::Error;
@@ -52,14 +53,19 @@ pub struct MetaTool {
     pub input_schema: Value,
 }
 
-/// The four meta-tools.
-pub fn meta_tools() -> Vec<MetaTool> {
-    vec![search_tools(), search_context(), read_context(), get_tool()]
+/// The four meta-tools; `content` is the project's content catalog.
+pub fn meta_tools(content: &agentsearch_query::Catalog) -> Vec<MetaTool> {
+    vec![
+        search_tools(),
+        search_context(content),
+        read_context(),
+        get_tool(),
+    ]
 }
 
 /// `{format, tools: [...]}`: `tools` is what a model API takes.
-pub fn definitions(format: Format) -> Value {
-    let tools: Vec<Value> = meta_tools()
+pub fn definitions(format: Format, content: &agentsearch_query::Catalog) -> Value {
+    let tools: Vec<Value> = meta_tools(content)
         .into_iter()
         .map(|t| match format {
             Format::Anthropic => json!({
@@ -98,9 +104,10 @@ fn object(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-fn search_tools() -> MetaTool {
-    let catalog = agentsearch_query::Catalog::tools();
-    let mut document = agentsearch_query::schema(&catalog);
+/// A `query` property taking a string (`text`) or a query JSON document of `catalog`, with the
+/// `$defs` the document schema needs (its root as `queryDocument`).
+fn query_property(catalog: &agentsearch_query::Catalog, text: &str) -> (Value, Value) {
+    let mut document = agentsearch_query::schema(catalog);
     let defs = document
         .as_object_mut()
         .and_then(|d| d.remove("$defs"))
@@ -113,15 +120,24 @@ fn search_tools() -> MetaTool {
         _ => Map::new(),
     };
     defs.insert("queryDocument".into(), document);
+    let property = json!({
+        "anyOf": [
+            {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": text},
+            {"$ref": "#/$defs/queryDocument"}
+        ]
+    });
+    (property, Value::Object(defs))
+}
+
+fn search_tools() -> MetaTool {
+    let catalog = agentsearch_query::Catalog::tools();
+    let (query, defs) = query_property(
+        catalog,
+        "The task in natural language, e.g. \"post a message to the team channel\".",
+    );
     let mut schema = object(
         json!({
-            "query": {
-                "anyOf": [
-                    {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                     "description": "The task in natural language, e.g. \"post a message to the team channel\"."},
-                    {"$ref": "#/$defs/queryDocument"}
-                ]
-            },
+            "query": query,
             "topK": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K,
                      "description": "How many tools to return (default 8)."},
             "maxToolTokens": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_TOKENS,
@@ -135,7 +151,7 @@ fn search_tools() -> MetaTool {
         }),
         &["query"],
     );
-    schema["$defs"] = Value::Object(defs);
+    schema["$defs"] = defs;
     MetaTool {
         name: "search_tools",
         description: format!(
@@ -144,32 +160,38 @@ fn search_tools() -> MetaTool {
              whether the user has connected each app. Give `query` as the task in plain words; \
              to constrain exactly, give a query JSON document instead: {{\"v\": 1, \"q\": \
              \"words\", \"query\": node, \"filter\": node}}. {}",
-            agentsearch_query::schema::description(&catalog)
+            agentsearch_query::schema::description(catalog)
         ),
         input_schema: schema,
     }
 }
 
-fn search_context() -> MetaTool {
-    MetaTool {
-        name: "search_context",
-        description: "Search the user's synced content (documents, messages, files) for passages \
-                      about a question. Returns the best records the user may read, each with \
-                      passages and a `pointer` to read around a passage with read_context."
-            .into(),
-        input_schema: object(
-            json!({
-                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                          "description": "What to find, in natural language."},
+fn search_context(catalog: &agentsearch_query::Catalog) -> MetaTool {
+    let (query, defs) = query_property(catalog, "What to find, in natural language.");
+    let mut schema = object(
+        json!({
+                "query": query,
                 "sources": strings(MAX_SOURCES, "Only content of these sources (e.g. googledrive, slack)."),
                 "syncIds": strings(MAX_SYNC_IDS, "Only content of these syncs."),
                 "topK": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K,
                          "description": "How many records to return (default 10)."},
                 "segmentsPerRecord": {"type": "integer", "minimum": 1, "maximum": MAX_SEGMENTS_PER_RECORD,
                                       "description": "Passages per record (default 1)."}
-            }),
-            &["query"],
+        }),
+        &["query"],
+    );
+    schema["$defs"] = defs;
+    MetaTool {
+        name: "search_context",
+        description: format!(
+            "Search the user's synced content (documents, messages, files) for passages about a \
+             question. Returns the best records the user may read, each with passages and a \
+             `pointer` to read around a passage with read_context. Give `query` as the question \
+             in plain words; to constrain exactly (a folder, an author, a date range), give a \
+             query JSON document instead: {{\"v\": 1, \"q\": \"words\", \"filter\": node}}. {}",
+            agentsearch_query::schema::description(catalog)
         ),
+        input_schema: schema,
     }
 }
 
@@ -213,8 +235,12 @@ fn get_tool() -> MetaTool {
 mod tests {
     use super::*;
 
+    fn content() -> agentsearch_query::Catalog {
+        agentsearch_query::Catalog::content(&[])
+    }
+
     fn input(name: &str) -> Value {
-        meta_tools()
+        meta_tools(&content())
             .into_iter()
             .find(|t| t.name == name)
             .unwrap()
@@ -242,16 +268,25 @@ mod tests {
     }
 
     #[test]
+    fn the_search_context_schema_takes_documents_over_content_fields() {
+        let validator = jsonschema::draft202012::new(&input("search_context")).unwrap();
+        let ok = json!({"query": {"v": 1, "q": "budget", "filter": {"type": "range", "field": "modifiedAt", "gte": "2026-01-01"}}});
+        assert!(validator.is_valid(&ok), "{ok}");
+        let bad = json!({"query": {"v": 1, "filter": {"type": "prefix", "field": "paht", "value": "/a"}}});
+        assert!(!validator.is_valid(&bad), "{bad}");
+    }
+
+    #[test]
     fn every_definition_compiles_and_each_format_has_its_shape() {
-        for tool in meta_tools() {
+        for tool in meta_tools(&content()) {
             jsonschema::draft202012::new(&tool.input_schema).unwrap();
             assert_eq!(tool.input_schema["type"], "object");
             assert!(!tool.description.is_empty());
         }
-        let anthropic = definitions(Format::Anthropic);
+        let anthropic = definitions(Format::Anthropic, &content());
         assert_eq!(anthropic["tools"][0]["name"], "search_tools");
         assert!(anthropic["tools"][2]["input_schema"].is_object());
-        let openai = definitions(Format::OpenAi);
+        let openai = definitions(Format::OpenAi, &content());
         assert_eq!(openai["tools"][1]["function"]["name"], "search_context");
         assert!(openai["tools"][3]["function"]["parameters"].is_object());
         assert_eq!(openai["tools"].as_array().unwrap().len(), 4);

@@ -38,7 +38,22 @@ pub struct RestState {
     pub access: RestAccess,
 }
 
+/// The REST API and, at `/mcp`, the meta-tools over MCP's streamable HTTP transport (tool
+/// calls go through the REST API in process; the REST guard checks hosts and origins of both).
 pub fn app(state: RestState) -> AxumRouter {
+    let rest = rest_app(state.clone());
+    let mcp = crate::mcp::http_service(rest.clone());
+    let mcp = AxumRouter::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::rest_guard::guard,
+        ))
+        .with_state(state);
+    rest.merge(mcp)
+}
+
+fn rest_app(state: RestState) -> AxumRouter {
     AxumRouter::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
@@ -357,12 +372,17 @@ async fn meta_tools(
     params: Result<Query<MetaToolsParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
     let Query(params) =
         params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
     let format =
         crate::meta_tools::Format::parse(params.format.as_deref()).map_err(|e| call.fail(e))?;
-    Ok(call.ok(crate::meta_tools::definitions(format)))
+    let content = state
+        .router
+        .content_catalog_of(&project_id)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(crate::meta_tools::definitions(format, &content)))
 }
 
 async fn get_tool(

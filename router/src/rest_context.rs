@@ -23,6 +23,10 @@ pub fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
         .route("/api/context/projects/{project_id}/search", post(search))
         .route(
+            "/api/context/projects/{project_id}/schema",
+            get(context_query_schema),
+        )
+        .route(
             "/api/context/projects/{project_id}/segments:read",
             post(read_segment_context),
         )
@@ -185,6 +189,44 @@ async fn list_syncs(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(serde_json::json!({ "syncs": syncs })))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchemaParams {
+    /// Comma-separated sync ids.
+    #[serde(rename = "syncIds")]
+    sync_ids: Option<String>,
+}
+
+/// The JSON Schema of the query JSON documents context search accepts: the fields every record
+/// has and the metadata the project's syncs (or those of `?syncIds=`) declare.
+async fn context_query_schema(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    params: Result<Query<SchemaParams>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    let Query(params) =
+        params.map_err(|e| call.fail(Error::invalid("query string", e.body_text())))?;
+    let sync_ids: Vec<String> = params
+        .sync_ids
+        .as_deref()
+        .map(|ids| {
+            ids.split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let schema = state
+        .router
+        .context_query_schema(&project_id, &sync_ids)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(schema))
 }
 
 async fn get_sync(

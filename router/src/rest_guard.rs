@@ -228,7 +228,10 @@ pub(crate) async fn guard(
         );
         headers.insert(
             ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type, x-request-id"),
+            HeaderValue::from_static(
+                "authorization, content-type, x-request-id, mcp-protocol-version, \
+                 mcp-session-id, last-event-id, x-agentsearch-project, x-agentsearch-identity",
+            ),
         );
         headers.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
         headers.insert(VARY, HeaderValue::from_static("origin"));

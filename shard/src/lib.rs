@@ -267,6 +267,7 @@ impl ShardApi for LocalShard {
             Ok(ShardWriteResponse {
                 affected,
                 generation: 0,
+                fields_indexed: false,
             })
         })
         .await
@@ -281,6 +282,7 @@ impl ShardApi for LocalShard {
             Ok(ShardWriteResponse {
                 affected,
                 generation,
+                fields_indexed: false,
             })
         })
         .await
@@ -334,6 +336,7 @@ impl ShardApi for LocalShard {
             Ok(ShardWriteResponse {
                 affected,
                 generation,
+                fields_indexed: true,
             })
         })
         .await
@@ -345,6 +348,7 @@ impl ShardApi for LocalShard {
             Ok(ShardWriteResponse {
                 affected,
                 generation,
+                fields_indexed: false,
             })
         })
         .await

@@ -31,6 +31,11 @@ fn record(id: &str, text: &str, acl: pb::Acl) -> pb::RecordInput {
         modified_at: None,
         acl: Some(acl),
         segments: Vec::new(),
+        created_at: None,
+        author: None,
+        url: None,
+        path: None,
+        metadata_json: None,
     }
 }
 
@@ -166,6 +171,7 @@ async fn user_tokens_over_grpc_search_as_their_user_and_cannot_write() {
                 source: "googledrive".into(),
                 owner: "owner@example.com".into(),
                 sync_id: None,
+                fields: Vec::new(),
             },
             service,
         ))
@@ -309,6 +315,7 @@ async fn user_tokens_over_grpc_search_as_their_user_and_cannot_write() {
                     source: "confluence".into(),
                     owner: ALICE.into(),
                     sync_id: None,
+                    fields: Vec::new(),
                 },
                 alice,
             ))
@@ -442,6 +449,7 @@ async fn user_tokens_read_around_over_rest_as_their_user() {
                 source: "confluence".into(),
                 owner: "owner@example.com".into(),
                 sync_id: None,
+                fields: Vec::new(),
             },
             service,
         ))

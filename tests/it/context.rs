@@ -20,6 +20,7 @@ async fn create_sync(grpc: std::net::SocketAddr, project: &str, source: &str) ->
             source: source.into(),
             owner: "owner@example.com".into(),
             sync_id: None,
+            fields: Vec::new(),
         })
         .await
         .unwrap()
@@ -87,6 +88,11 @@ fn record(id: &str, name: &str, text: &str, acl: pb::Acl) -> pb::RecordInput {
         modified_at: Some("2026-05-01T09:00:00Z".into()),
         acl: Some(acl),
         segments: Vec::new(),
+        created_at: None,
+        author: None,
+        url: None,
+        path: None,
+        metadata_json: None,
     }
 }
 
@@ -570,6 +576,7 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
             source: "googledrive".into(),
             owner: "owner@example.com".into(),
             sync_id: Some(drive.clone()),
+            fields: Vec::new(),
         })
         .await
         .unwrap_err();
@@ -657,6 +664,11 @@ async fn records_may_bring_their_own_embeddings() {
             text: None,
             mime: "text/plain".into(),
             modified_at: None,
+            created_at: None,
+            author: None,
+            url: None,
+            path: None,
+            metadata_json: None,
             acl: Some(pb::Acl {
                 anyone: true,
                 ..Default::default()

@@ -183,6 +183,7 @@ async fn create_sync(grpc: SocketAddr, project: &str, source: &str) -> String {
                 source: source.into(),
                 owner: "owner@example.com".into(),
                 sync_id: None,
+                fields: Vec::new(),
             },
             Some(SERVICE_TOKEN),
         ))
@@ -209,6 +210,11 @@ async fn upsert(grpc: SocketAddr, project: &str, sync_id: &str, docs: &[&Doc], a
                     text: None,
                     mime: "text/plain".into(),
                     modified_at: None,
+                    created_at: None,
+                    author: None,
+                    url: None,
+                    path: None,
+                    metadata_json: None,
                     acl: Some(if anyone {
                         pb::Acl {
                             anyone: true,

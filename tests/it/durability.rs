@@ -233,6 +233,7 @@ async fn new_sync(router: &Router) -> String {
             id: uuid::Uuid::new_v4().to_string(),
             source: "googledrive".into(),
             owner: "owner@example.com".into(),
+            fields: Vec::new(),
         })
         .await
         .unwrap()
@@ -487,7 +488,9 @@ async fn a_delete_of_an_id_the_store_does_not_know_reaches_every_replica() {
                     generation: 1,
                     principals: vec!["anyone".into()],
                     segments: segments.clone(),
+                    fields: Vec::new(),
                 }],
+                fields: Vec::new(),
             })
             .await
             .unwrap();

@@ -22,4 +22,5 @@ mod tenancy;
 mod tls;
 mod tools;
 mod traces;
+mod typed_context;
 mod typed_query;

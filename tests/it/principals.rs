@@ -96,6 +96,7 @@ async fn create_sync(grpc: std::net::SocketAddr) -> String {
                 source: "googledrive".into(),
                 owner: "owner@example.com".into(),
                 sync_id: None,
+                fields: Vec::new(),
             },
             SERVICE,
         ))
@@ -129,6 +130,11 @@ fn record(id: &str, text: &str, acl: pb::Acl) -> pb::RecordInput {
         modified_at: None,
         acl: Some(acl),
         segments: Vec::new(),
+        created_at: None,
+        author: None,
+        url: None,
+        path: None,
+        metadata_json: None,
     }
 }
 

@@ -267,7 +267,14 @@ pub struct ShardWriteResponse {
     pub affected: u64,
     /// The index generation after the write (deletes; 0 for multi-index upserts).
     pub generation: u64,
+    /// A segment upsert indexed the records' field values (a shard that predates record fields
+    /// leaves it false, and the router does not take its acknowledgement).
+    pub fields_indexed: bool,
 }
+
+/// The instants a date field holds, in milliseconds since the epoch: years 1678 to 2261 (the
+/// index keeps dates in nanoseconds of an `i64`).
+pub const DATE_MS_RANGE: std::ops::RangeInclusive<i64> = -9_200_000_000_000..=9_200_000_000_000;
 
 // ---- Context search: segment indexes, one per (project, sync). ----
 
@@ -292,6 +299,40 @@ pub struct IndexedRecord {
     pub principals: Vec<String>,
     /// Every segment of the record, in order; they replace whatever the index held for it.
     pub segments: Vec<IndexedSegment>,
+    /// The record's field values: mime, author, url, path, its dates, and the metadata its sync
+    /// declares ([`FieldDecl`]), at most one value per name.
+    pub fields: Vec<FieldValue>,
+}
+
+/// A metadata field a sync declares for its records.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldDecl {
+    pub name: String,
+    /// One of [`FIELD_KINDS`].
+    pub kind: String,
+}
+
+/// The kinds a declared field may have, as [`FieldDecl::kind`] spells them.
+pub const FIELD_KINDS: [&str; 5] = ["keyword", "text", "numeric", "date", "bool"];
+
+/// One field value of a record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldValue {
+    pub name: String,
+    pub value: FieldData,
+}
+
+/// A typed field value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldData {
+    /// Matched whole.
+    Keyword(String),
+    /// Analyzed.
+    Text(String),
+    Number(f64),
+    /// Milliseconds since the Unix epoch.
+    Date(i64),
+    Flag(bool),
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -299,6 +340,8 @@ pub struct SegmentUpsertRequest {
     pub project_id: String,
     pub sync_id: String,
     pub records: Vec<IndexedRecord>,
+    /// The metadata fields the sync declares.
+    pub fields: Vec<FieldDecl>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -322,6 +365,8 @@ pub struct ContextStatsRequest {
 pub struct SyncScope {
     pub sync_id: String,
     pub principals: Vec<String>,
+    /// The sync's source (the `source` field of typed queries).
+    pub source: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -336,6 +381,10 @@ pub struct ContextSearchRequest {
     pub lexical: bool,
     /// Global statistics; `None` uses the searched indexes' own.
     pub stats: Option<TermStats>,
+    /// The structured part of a query JSON document, as JSON (see the tool search's).
+    pub structured: Option<String>,
+    /// Metadata fields the searched syncs declare, for parsing `structured`.
+    pub fields: Vec<FieldDecl>,
 }
 
 /// One ranked segment of one retriever.
@@ -376,6 +425,8 @@ pub struct SegmentData {
     pub record_id: String,
     pub ordinal: u32,
     pub text: String,
+    /// With `highlight`: fragments of `text` holding matched words, marked with `<em>`.
+    pub highlights: Vec<String>,
 }
 
 /// A record's metadata as a shard returns it.
@@ -408,6 +459,10 @@ pub struct ContextSearchResponse {
     /// changes when such a record is added, rewritten or deleted, and only then.
     pub visible_generation: u64,
     pub timings: ShardTimings,
+    /// Whether the request's structured query was applied.
+    pub structured: bool,
+    /// With `countExactly`: visible records having a segment the structured query allows.
+    pub matched: Option<u64>,
 }
 
 /// Read around one segment, for a caller holding `principals` in the segment's sync.

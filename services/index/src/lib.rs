@@ -399,16 +399,7 @@ fn search_sources<S: ToolSource>(
 
 /// The structured part of a query JSON document, as the router sent it.
 fn parse_structured(json: &str) -> Result<Structured> {
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| IndexError::invalid("structured", format!("is not JSON: {e}")))?;
-    let doc = agentsearch_query::parse(&agentsearch_query::Catalog::tools(), &value, "query")
-        .map_err(|e| IndexError::invalid(e.path, e.message))?;
-    Ok(Structured {
-        query: doc.query,
-        filter: doc.filter,
-        count_exactly: doc.count_exactly,
-        highlight: doc.highlight,
-    })
+    Structured::parse(json, agentsearch_query::Catalog::tools())
 }
 
 /// Statistics of the query's terms over `indexes`: counted in place over every index's slice,

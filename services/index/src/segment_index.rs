@@ -25,17 +25,19 @@ use std::time::Instant;
 
 use agentsearch_common::config::ContextConfig;
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, IndexedRecord, PartFailure,
-    ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, SegmentData,
-    SegmentHit, SegmentIndexInfo, SegmentUpsertRequest, ShardTimings, TermStats,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, FieldData, FieldDecl,
+    IndexedRecord, PartFailure, ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest,
+    RecordInfo, SegmentData, SegmentHit, SegmentIndexInfo, SegmentUpsertRequest, ShardTimings,
+    TermStats,
 };
+use agentsearch_query::{FieldDef, FieldKind};
 use faiss::index::flat::FlatIndexImpl;
 use faiss::index::id_map::IdMap;
 use faiss::{ConcurrentIndex, Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
-    TextOptions, Value,
+    DateOptions, DateTimePrecision, FAST, Field, FieldType, INDEXED, IndexRecordOption, STORED,
+    STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, Searcher, TERMINATED, TantivyDocument, Term,
@@ -45,9 +47,12 @@ use crate::analyzer::{self, ANALYZER};
 use crate::check_path_component;
 use crate::error::{IndexError, Result};
 use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::structured::{self, Highlighter, Source, Target};
+use crate::tool_index::Structured;
 use crate::tool_index::{
     IdMapOf, MERGE_INTO_ONE_BELOW, WRITER_MEMORY, commit, corrupt, decode_vector, encode_vector,
-    meta_generation, read_snapshot, remove_vectors, stable_id, write_snapshot,
+    finish_rebuild, meta_generation, read_snapshot, remove_vectors, stable_id, swap_rebuilt,
+    write_snapshot,
 };
 
 /// Full-text fields of a segment index, as named in [`TermStats`].
@@ -59,7 +64,7 @@ pub const MAX_RECORD_ID_BYTES: usize = 2048;
 /// Vectors added to a rebuilt FAISS index at a time (the stored vectors are streamed).
 const REBUILD_BATCH: usize = 4096;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct SegmentFields {
     /// The record's display name, analyzed (empty without one).
     title: Field,
@@ -78,6 +83,50 @@ struct SegmentFields {
     principals: Field,
     /// The stored embedding (little-endian f32), to rebuild the vector index if needed.
     vector: Field,
+    /// The record's fields a query may name besides title and text (mime, author, url, path,
+    /// its dates, and the metadata the sync declares), one value per document.
+    named: Vec<NamedField>,
+}
+
+/// A field of the query language held in the index.
+#[derive(Clone, Debug)]
+struct NamedField {
+    name: String,
+    kind: FieldKind,
+    field: Field,
+}
+
+/// The record fields every index holds: query name, kind, tantivy name.
+const RECORD_FIELDS: [(&str, FieldKind, &str); 6] = [
+    ("mime", FieldKind::Keyword, "mime"),
+    ("author", FieldKind::Keyword, "author"),
+    ("url", FieldKind::Keyword, "url"),
+    ("path", FieldKind::Keyword, "path"),
+    ("modifiedAt", FieldKind::Date, "modified_at"),
+    ("createdAt", FieldKind::Date, "created_at"),
+];
+
+/// Tantivy names of declared metadata fields start with this.
+const DECLARED_PREFIX: &str = "meta_";
+
+/// Longest keyword value accepted, in bytes (an exact-match term of the index).
+pub const MAX_KEYWORD_BYTES: usize = 2048;
+
+/// Metadata declarations as kinds; an unknown kind is refused naming `fields[i].kind`.
+pub fn declared_kinds(fields: &[FieldDecl]) -> Result<Vec<(String, FieldKind)>> {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let kind = FieldKind::from_declared(&d.kind).ok_or_else(|| {
+                IndexError::invalid(
+                    format!("fields[{i}].kind"),
+                    format!("`{}` is not a field kind", d.kind),
+                )
+            })?;
+            Ok((d.name.clone(), kind))
+        })
+        .collect()
 }
 
 impl SegmentFields {
@@ -93,14 +142,70 @@ impl SegmentFields {
     }
 }
 
-fn build_schema() -> Schema {
+fn analyzed() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    )
+}
+
+fn add_named(builder: &mut tantivy::schema::SchemaBuilder, name: &str, kind: FieldKind) {
+    match kind {
+        FieldKind::Keyword => {
+            builder.add_text_field(name, STRING | STORED);
+        }
+        FieldKind::FullText => {
+            builder.add_text_field(name, analyzed().set_stored());
+        }
+        FieldKind::Numeric => {
+            builder.add_f64_field(name, INDEXED | FAST | STORED);
+        }
+        FieldKind::Date => {
+            builder.add_date_field(
+                name,
+                DateOptions::default()
+                    .set_indexed()
+                    .set_fast()
+                    .set_stored()
+                    .set_precision(DateTimePrecision::Milliseconds),
+            );
+        }
+        FieldKind::Bool => {
+            builder.add_bool_field(name, INDEXED | FAST | STORED);
+        }
+    }
+}
+
+/// The kind of a named field as the schema holds it.
+fn kind_of(field_type: &FieldType) -> Option<FieldKind> {
+    Some(match field_type {
+        FieldType::Str(options) => match options.get_indexing_options()?.tokenizer() {
+            "raw" => FieldKind::Keyword,
+            _ => FieldKind::FullText,
+        },
+        FieldType::F64(_) => FieldKind::Numeric,
+        FieldType::Date(_) => FieldKind::Date,
+        FieldType::Bool(_) => FieldKind::Bool,
+        _ => return None,
+    })
+}
+
+/// The metadata fields a schema holds, by their query names.
+fn declared_of(schema: &Schema) -> Vec<(String, FieldKind)> {
+    schema
+        .fields()
+        .filter_map(|(_, entry)| {
+            let name = entry.name().strip_prefix(DECLARED_PREFIX)?;
+            Some((name.to_string(), kind_of(entry.field_type())?))
+        })
+        .collect()
+}
+
+fn build_schema(declared: &[(String, FieldKind)]) -> Schema {
     let mut builder = Schema::builder();
-    let indexing = TextFieldIndexing::default()
-        .set_tokenizer(ANALYZER)
-        .set_index_option(IndexRecordOption::WithFreqs);
-    let text = TextOptions::default().set_indexing_options(indexing);
-    builder.add_text_field("title", text.clone());
-    builder.add_text_field("text", text.set_stored());
+    builder.add_text_field("title", analyzed());
+    builder.add_text_field("text", analyzed().set_stored());
     builder.add_text_field("record", STRING | STORED);
     builder.add_u64_field("id", INDEXED | FAST | STORED);
     builder.add_u64_field("ordinal", STORED);
@@ -108,11 +213,29 @@ fn build_schema() -> Schema {
     builder.add_u64_field("record_generation", STORED);
     builder.add_text_field("principals", STORED);
     builder.add_bytes_field("vector", STORED);
+    for (_, kind, name) in RECORD_FIELDS {
+        add_named(&mut builder, name, kind);
+    }
+    for (name, kind) in declared {
+        add_named(&mut builder, &format!("{DECLARED_PREFIX}{name}"), *kind);
+    }
     builder.build()
 }
 
+/// Whether the index records term positions of its analyzed text (older ones did not).
+fn has_positions(schema: &Schema, fields: &SegmentFields) -> bool {
+    [fields.title, fields.text]
+        .iter()
+        .all(|f| match schema.get_field_entry(*f).field_type() {
+            FieldType::Str(options) => options
+                .get_indexing_options()
+                .is_some_and(|i| i.index_option() == IndexRecordOption::WithFreqsAndPositions),
+            _ => false,
+        })
+}
+
 fn resolve(schema: &Schema) -> Option<SegmentFields> {
-    let f = |name| schema.get_field(name).ok();
+    let f = |name: &str| schema.get_field(name).ok();
     Some(SegmentFields {
         title: f("title")?,
         text: f("text")?,
@@ -123,7 +246,39 @@ fn resolve(schema: &Schema) -> Option<SegmentFields> {
         record_generation: f("record_generation")?,
         principals: f("principals")?,
         vector: f("vector")?,
+        named: {
+            let mut named = Vec::new();
+            for (name, kind, tantivy_name) in RECORD_FIELDS {
+                let field = f(tantivy_name)?;
+                (kind_of(schema.get_field_entry(field).field_type()) == Some(kind)).then_some(())?;
+                named.push(NamedField {
+                    name: name.to_string(),
+                    kind,
+                    field,
+                });
+            }
+            for (name, kind) in declared_of(schema) {
+                let tantivy_name = format!("{DECLARED_PREFIX}{name}");
+                named.push(NamedField {
+                    field: f(&tantivy_name)?,
+                    name,
+                    kind,
+                });
+            }
+            named
+        },
     })
+}
+
+impl SegmentFields {
+    fn named(&self, name: &str) -> Option<(usize, &NamedField)> {
+        self.named.iter().enumerate().find(|(_, f)| f.name == name)
+    }
+
+    /// The metadata fields the sync declares.
+    fn declared(&self) -> impl Iterator<Item = &NamedField> {
+        self.named.iter().skip(RECORD_FIELDS.len())
+    }
 }
 
 /// Principal tokens of a record, sorted and deduplicated; records with the same tokens share one.
@@ -136,6 +291,9 @@ struct Record {
     principals: Principals,
     /// The vector ids of its segments, by ordinal.
     vector_ids: Box<[u64]>,
+    /// Its numeric, date (milliseconds) and boolean (0 or 1) values, by position in
+    /// [`SegmentFields::named`], for function scores.
+    numbers: Box<[(u16, f64)]>,
 }
 
 struct State {
@@ -268,6 +426,145 @@ pub struct Candidate {
     pub ordinal: u32,
 }
 
+/// What [`SegmentIndex::search_structured`] found.
+pub struct StructuredAnswer {
+    /// Candidates and matches of the lexical retriever (`None`: not run).
+    pub lexical: Option<Result<(Vec<Candidate>, u64)>>,
+    pub dense: Option<Result<Vec<Candidate>>>,
+    /// With `countExactly`: visible records with an allowed segment.
+    pub matched: Option<u64>,
+}
+
+/// One state of a sync's index as the structured query sees it.
+struct View<'a> {
+    state: &'a State,
+    fields: &'a SegmentFields,
+    sync_id: &'a str,
+    source: &'a str,
+}
+
+impl Source for View<'_> {
+    fn searcher(&self) -> &Searcher {
+        &self.state.searcher
+    }
+
+    fn target(&self, field: &str) -> Option<Target> {
+        Some(match field {
+            "title" => Target::Text(self.fields.title),
+            "text" => Target::Text(self.fields.text),
+            "syncId" | "source" => Target::Record,
+            _ => {
+                let (_, named) = self.fields.named(field)?;
+                match named.kind {
+                    FieldKind::Keyword => Target::Keyword(named.field),
+                    FieldKind::FullText => Target::Text(named.field),
+                    FieldKind::Numeric | FieldKind::Date | FieldKind::Bool => {
+                        Target::Typed(named.field)
+                    }
+                }
+            }
+        })
+    }
+
+    fn record_values(&self, field: &str) -> Vec<(u64, &str)> {
+        let value = match field {
+            "syncId" => self.sync_id,
+            "source" => self.source,
+            _ => return Vec::new(),
+        };
+        self.state.segments.keys().map(|id| (*id, value)).collect()
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.state.segments.keys().copied().collect()
+    }
+
+    fn number(&self, field: &str, id: u64) -> Option<f64> {
+        let (position, _) = self.fields.named(field)?;
+        let (record, _) = self.state.segment(id)?;
+        record
+            .numbers
+            .iter()
+            .find(|(p, _)| usize::from(*p) == position)
+            .map(|(_, x)| *x)
+    }
+}
+
+/// A record's numeric, date and boolean values as [`Record::numbers`] holds them.
+fn numbers_of<'v>(
+    fields: &SegmentFields,
+    values: impl Iterator<Item = (&'v str, Option<f64>)>,
+) -> Box<[(u16, f64)]> {
+    values
+        .filter_map(|(name, x)| {
+            let (position, _) = fields.named(name)?;
+            Some((u16::try_from(position).ok()?, x?))
+        })
+        .collect()
+}
+
+/// The number a function score reads from a value, if it has one.
+fn number_of(value: &FieldData) -> Option<f64> {
+    match value {
+        FieldData::Number(x) => Some(*x),
+        FieldData::Date(ms) => Some(*ms as f64),
+        FieldData::Flag(b) => Some(if *b { 1.0 } else { 0.0 }),
+        FieldData::Keyword(_) | FieldData::Text(_) => None,
+    }
+}
+
+/// Checks a record's field values against the index's fields: known names, one value each,
+/// values of the field's kind, keywords of 1 to [`MAX_KEYWORD_BYTES`] bytes, finite numbers.
+fn check_fields(fields: &SegmentFields, records: &[IndexedRecord]) -> Result<()> {
+    for (i, record) in records.iter().enumerate() {
+        let mut seen: HashSet<&str> = HashSet::new();
+        for value in &record.fields {
+            let at = format!("records[{i}].fields.{}", value.name);
+            let Some((_, named)) = fields.named(&value.name) else {
+                return Err(IndexError::invalid(
+                    at,
+                    "this sync's index holds no such field",
+                ));
+            };
+            if !seen.insert(value.name.as_str()) {
+                return Err(IndexError::invalid(at, "has more than one value"));
+            }
+            let fits = match (&value.value, named.kind) {
+                (FieldData::Keyword(s), FieldKind::Keyword) => {
+                    !s.is_empty() && s.len() <= MAX_KEYWORD_BYTES
+                }
+                (FieldData::Text(_), FieldKind::FullText) => true,
+                (FieldData::Number(x), FieldKind::Numeric) => x.is_finite(),
+                (FieldData::Date(ms), FieldKind::Date) => {
+                    agentsearch_common::shard::DATE_MS_RANGE.contains(ms)
+                }
+                (FieldData::Flag(_), FieldKind::Bool) => true,
+                _ => false,
+            };
+            if !fits {
+                return Err(IndexError::invalid(
+                    at,
+                    format!(
+                        "must be a {} value (keywords 1 to {MAX_KEYWORD_BYTES} bytes, numbers \
+                         finite, dates in the years 1678 to 2261)",
+                        named.kind
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn add_value(doc: &mut TantivyDocument, field: Field, value: &FieldData) {
+    match value {
+        FieldData::Keyword(s) | FieldData::Text(s) => doc.add_text(field, s),
+        FieldData::Number(x) => doc.add_f64(field, *x),
+        FieldData::Date(ms) => doc.add_date(field, tantivy::DateTime::from_timestamp_millis(*ms)),
+        FieldData::Flag(b) => doc.add_bool(field, *b),
+    }
+}
+
 /// Order of candidates within one index: score descending, then record and ordinal ascending
 /// (the order of [`segment_hit_order`](agentsearch_common::shard::segment_hit_order) within a sync).
 fn candidate_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
@@ -306,11 +603,48 @@ pub struct SegmentIndex {
 }
 
 impl SegmentIndex {
-    /// Opens the index in `dir`, creating an empty one if the directory holds none.
-    pub fn open(dir: &Path, sync_id: &str) -> Result<Self> {
-        let (index, reader, generation) = crate::tool_index::open_tantivy(dir, build_schema())?;
-        let fields = resolve(&index.schema())
-            .ok_or_else(|| IndexError::Corrupt(format!("{}: unexpected schema", dir.display())))?;
+    /// Opens the index in `dir`, creating an empty one if the directory holds none. It holds a
+    /// field for each of `declared` (metadata fields the sync declares) besides those it already
+    /// has; an index without one of them, or written before term positions and record fields
+    /// were indexed, is rebuilt from its stored documents first.
+    pub fn open(dir: &Path, sync_id: &str, declared: &[(String, FieldKind)]) -> Result<Self> {
+        finish_rebuild(dir)?;
+        let open = |declared: &[(String, FieldKind)]| {
+            crate::tool_index::open_tantivy(dir, build_schema(declared))
+        };
+        let (mut index, mut reader, mut generation) = open(declared)?;
+        let schema = index.schema();
+        let mut wanted = declared_of(&schema);
+        for (name, kind) in declared {
+            match wanted.iter().find(|(n, _)| n == name) {
+                Some((_, held)) if held != kind => {
+                    return Err(IndexError::invalid(
+                        "fields",
+                        format!("field `{name}` is held as {held}, not {kind}"),
+                    ));
+                }
+                Some(_) => {}
+                None => wanted.push((name.clone(), *kind)),
+            }
+        }
+        let current = resolve(&schema)
+            .filter(|f| has_positions(&schema, f) && f.declared().count() == wanted.len());
+        let unexpected = || IndexError::Corrupt(format!("{}: unexpected schema", dir.display()));
+        let fields = match current {
+            Some(fields) => fields,
+            None => {
+                let documents = rebuild_into(dir, &index, &build_schema(&wanted), generation)?;
+                drop((index, reader));
+                swap_rebuilt(dir)?;
+                tracing::info!(
+                    sync = sync_id,
+                    documents,
+                    "segment index rebuilt with positions and record fields"
+                );
+                (index, reader, generation) = open(&wanted)?;
+                resolve(&index.schema()).ok_or_else(unexpected)?
+            }
+        };
         let state = load_state(reader.searcher(), &fields, generation, Some(dir))?;
         let this = Self {
             dir: dir.to_path_buf(),
@@ -415,6 +749,7 @@ impl SegmentIndex {
     pub fn upsert(&self, records: &[IndexedRecord]) -> Result<(u64, u64)> {
         let _write = self.write_lock.lock();
         let dim = validate_records(records, self.state.read().dim)?;
+        check_fields(&self.fields, records)?;
         let mut last: HashMap<&str, usize> = HashMap::new();
         for (i, record) in records.iter().enumerate() {
             last.insert(record.record_id.as_str(), i);
@@ -475,6 +810,11 @@ impl SegmentIndex {
                     doc.add_text(self.fields.principals, token);
                 }
                 doc.add_bytes(self.fields.vector, &encode_vector(&segment.vector));
+                for value in &record.fields {
+                    if let Some((_, named)) = self.fields.named(&value.name) {
+                        add_value(&mut doc, named.field, &value.value);
+                    }
+                }
                 writer.add_document(doc)?;
                 written += 1;
             }
@@ -487,6 +827,7 @@ impl SegmentIndex {
             None
         };
         commit(&self.index, writer, generation)?;
+        let fields = &self.fields;
         self.publish(generation, move |state| {
             if let Some(v) = fresh_vectors {
                 state.dim = dim;
@@ -514,6 +855,13 @@ impl SegmentIndex {
                     generation: record.generation,
                     principals,
                     vector_ids: segments.iter().map(|(id, _)| *id).collect(),
+                    numbers: numbers_of(
+                        fields,
+                        record
+                            .fields
+                            .iter()
+                            .map(|v| (v.name.as_str(), number_of(&v.value))),
+                    ),
                 });
             }
             state.prune_interned();
@@ -589,13 +937,30 @@ impl SegmentIndex {
         limit: usize,
         buffers: &mut ScoreBuffers,
     ) -> Result<(Vec<Candidate>, u64)> {
-        if query.is_empty() || principals.is_empty() {
+        let state = self.state.read();
+        self.lexical_in(&state, query, principals, limit, buffers, None)
+    }
+
+    /// [`SegmentIndex::search_lexical`] on `state`; with `allowed` (a structured query's matches
+    /// and scores), only allowed segments rank, each by its structured score plus its BM25F. A
+    /// segment only a filter allows must then hold a query word, unless the query has none.
+    fn lexical_in(
+        &self,
+        state: &State,
+        query: &LexicalQuery,
+        principals: &[String],
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+        allowed: Option<&IdMapOf<Option<f32>>>,
+    ) -> Result<(Vec<Candidate>, u64)> {
+        let by_words = !query.is_empty();
+        if principals.is_empty() || (!by_words && allowed.is_none()) {
             return Ok((Vec::new(), 0));
         }
-        let state = self.state.read();
         let mut visibility = Visibility::new(principals);
         let fields = self.fields.text_fields();
         let mut candidates = Vec::new();
+        let mut docs: Vec<u32> = Vec::new();
         for (segment, ids) in state
             .searcher
             .segment_readers()
@@ -603,8 +968,13 @@ impl SegmentIndex {
             .zip(&state.id_columns)
         {
             query.score_segment(segment, &fields, buffers)?;
+            docs.clear();
+            match allowed {
+                None => docs.extend_from_slice(&buffers.matched),
+                Some(_) => docs.extend(0..segment.max_doc()),
+            }
             let alive = segment.alive_bitset();
-            for &doc in &buffers.matched {
+            for &doc in &docs {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
                     continue;
                 }
@@ -614,11 +984,20 @@ impl SegmentIndex {
                 else {
                     continue;
                 };
+                let words = buffers.scores[doc as usize];
+                let score = match allowed {
+                    None => words,
+                    Some(allowed) => match allowed.get(&id) {
+                        None => continue,
+                        Some(None) if by_words && words == 0.0 => continue,
+                        Some(structured) => words + structured.unwrap_or(0.0),
+                    },
+                };
                 if !visibility.sees(record) {
                     continue;
                 }
                 candidates.push(Candidate {
-                    score: buffers.scores[doc as usize],
+                    score,
                     vector_id: id,
                     record_id: record.id.clone(),
                     ordinal,
@@ -627,6 +1006,64 @@ impl SegmentIndex {
         }
         let matched = candidates.len() as u64;
         Ok((best(candidates, limit), matched))
+    }
+
+    /// Both retrievers restricted by a structured query, on one state: what it allows
+    /// ([`structured::allowed`]) ranks in each, the lexical one adding its score to BM25F's.
+    /// `source` is the sync's source, a field of the query. With `count_exactly`, also the
+    /// number of records visible to `principals` with an allowed segment.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_structured(
+        &self,
+        structured: &Structured,
+        source: &str,
+        lexical: Option<&LexicalQuery>,
+        vector: Option<&[f32]>,
+        principals: &[String],
+        limit: usize,
+        buffers: &mut ScoreBuffers,
+    ) -> Result<StructuredAnswer> {
+        let state = self.state.read();
+        let view = View {
+            state: &state,
+            fields: &self.fields,
+            sync_id: &self.sync_id,
+            source,
+        };
+        let allowed =
+            structured::allowed(&view, structured.query.as_ref(), structured.filter.as_ref())?;
+        let empty = LexicalQuery::default();
+        let lexical = lexical.map(|query| {
+            self.lexical_in(&state, query, principals, limit, buffers, Some(&allowed))
+        });
+        let lexical = match lexical {
+            Some(answer) => Some(answer),
+            // No words and no lexical retriever: the nodes alone still rank when there is no
+            // vector either (a filter-only or node-only query).
+            None if vector.is_none() => {
+                Some(self.lexical_in(&state, &empty, principals, limit, buffers, Some(&allowed)))
+            }
+            None => None,
+        };
+        let dense =
+            vector.map(|vector| self.dense_in(&state, vector, principals, limit, Some(&allowed)));
+        let matched = structured.count_exactly.then(|| {
+            let mut visibility = Visibility::new(principals);
+            let mut records: HashSet<*const Record> = HashSet::new();
+            for id in allowed.keys() {
+                if let Some((record, _)) = state.segment(*id)
+                    && visibility.sees(record)
+                {
+                    records.insert(record as *const Record);
+                }
+            }
+            records.len() as u64
+        });
+        Ok(StructuredAnswer {
+            lexical,
+            dense,
+            matched,
+        })
     }
 
     /// Exact inner-product nearest neighbours of `query` among the segments visible to
@@ -638,10 +1075,22 @@ impl SegmentIndex {
         principals: &[String],
         limit: usize,
     ) -> Result<Vec<Candidate>> {
+        let state = self.state.read();
+        self.dense_in(&state, query, principals, limit, None)
+    }
+
+    /// [`SegmentIndex::search_dense`] on `state`, among the `allowed` segments if given.
+    fn dense_in(
+        &self,
+        state: &State,
+        query: &[f32],
+        principals: &[String],
+        limit: usize,
+        allowed: Option<&IdMapOf<Option<f32>>>,
+    ) -> Result<Vec<Candidate>> {
         if principals.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let state = self.state.read();
         let Some(vectors) = &state.vectors else {
             return Ok(Vec::new());
         };
@@ -657,13 +1106,19 @@ impl SegmentIndex {
         }
         let mut visibility = Visibility::new(principals);
         let total = vectors.ntotal() as usize;
-        let visible: usize = state
-            .records
-            .iter()
-            .flatten()
-            .filter(|r| visibility.sees(r))
-            .map(|r| r.vector_ids.len())
-            .sum();
+        let visible: usize = match allowed {
+            None => state
+                .records
+                .iter()
+                .flatten()
+                .filter(|r| visibility.sees(r))
+                .map(|r| r.vector_ids.len())
+                .sum(),
+            Some(allowed) => allowed
+                .keys()
+                .filter(|id| state.segment(**id).is_some_and(|(r, _)| visibility.sees(r)))
+                .count(),
+        };
         if visible == 0 || total == 0 {
             return Ok(Vec::new());
         }
@@ -685,7 +1140,7 @@ impl SegmentIndex {
                 let Some((record, ordinal)) = state.segment(id) else {
                     continue;
                 };
-                if visibility.sees(record) {
+                if allowed.is_none_or(|a| a.contains_key(&id)) && visibility.sees(record) {
                     found.push(Candidate {
                         score,
                         vector_id: id,
@@ -732,6 +1187,7 @@ impl SegmentIndex {
                                 record_id: record_id.to_string(),
                                 ordinal,
                                 text,
+                                highlights: Vec::new(),
                             },
                             self.record_info(record),
                         )
@@ -776,6 +1232,7 @@ impl SegmentIndex {
                 record_id: record_id.to_string(),
                 ordinal: o,
                 text,
+                highlights: Vec::new(),
             });
         }
         Ok(Some(ReadSegmentsResponse {
@@ -909,6 +1366,7 @@ fn load_state(
         generation: u64,
         principals: Vec<String>,
         segments: Vec<(u32, u64)>,
+        numbers: Box<[(u16, f64)]>,
     }
     let mut loading: HashMap<String, Loading> = HashMap::new();
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
@@ -939,6 +1397,23 @@ fn load_state(
                         .filter_map(|v| v.as_str().map(str::to_string))
                         .collect(),
                     segments: Vec::new(),
+                    numbers: numbers_of(
+                        fields,
+                        fields.named.iter().map(|named| {
+                            let value = doc.get_first(named.field);
+                            let x = match named.kind {
+                                FieldKind::Numeric => value.and_then(|v| v.as_f64()),
+                                FieldKind::Date => value
+                                    .and_then(|v| v.as_datetime())
+                                    .map(|d| d.into_timestamp_millis() as f64),
+                                FieldKind::Bool => value
+                                    .and_then(|v| v.as_bool())
+                                    .map(|b| if b { 1.0 } else { 0.0 }),
+                                FieldKind::Keyword | FieldKind::FullText => None,
+                            };
+                            (named.name.as_str(), x)
+                        }),
+                    ),
                 }),
             };
             entry.segments.push((ordinal, id));
@@ -964,6 +1439,7 @@ fn load_state(
             generation: record.generation,
             principals,
             vector_ids: record.segments.iter().map(|(_, id)| *id).collect(),
+            numbers: record.numbers,
         });
     }
     let snapshot = match dir {
@@ -988,6 +1464,47 @@ fn load_state(
         }
     }
     Ok(state)
+}
+
+/// Writes every live stored document of `index` into a new index of `schema` in
+/// `dir/tantivy.rebuild`, committed at `generation`: stored values are copied by field name, the
+/// analyzed title is taken from the stored display name. Returns the documents written.
+fn rebuild_into(dir: &Path, index: &Index, schema: &Schema, generation: u64) -> Result<u64> {
+    let next = dir.join("tantivy.rebuild");
+    if next.exists() {
+        fs::remove_dir_all(&next)?;
+    }
+    fs::create_dir_all(&next)?;
+    let rebuilt = Index::create_in_dir(&next, schema.clone())?;
+    rebuilt
+        .tokenizers()
+        .register(ANALYZER, analyzer::text_analyzer());
+    let writer = rebuilt.writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)?;
+    let old = index.schema();
+    let searcher = index.reader()?.searcher();
+    let title = schema.get_field("title")?;
+    let display_name = old.get_field("display_name")?;
+    let mut written = 0u64;
+    for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        for doc_id in segment.doc_ids_alive() {
+            let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
+            let mut copy = TantivyDocument::new();
+            for (field, value) in doc.field_values() {
+                if let Ok(to) = schema.get_field(old.get_field_name(field)) {
+                    copy.add_field_value(to, value);
+                }
+            }
+            let name = doc
+                .get_first(display_name)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            copy.add_text(title, name);
+            writer.add_document(copy)?;
+            written += 1;
+        }
+    }
+    commit(&rebuilt, writer, generation)?;
+    Ok(written)
 }
 
 /// A FAISS index of every live stored vector, added in batches.
@@ -1052,6 +1569,20 @@ fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>
         .collect()
 }
 
+/// The structured part of a query JSON document, parsed against the content fields and the
+/// metadata the searched syncs declare.
+fn parse_structured(json: &str, declared: &[FieldDecl]) -> Result<Structured> {
+    let metadata: Vec<FieldDef> = declared_kinds(declared)?
+        .into_iter()
+        .map(|(name, kind)| FieldDef {
+            name,
+            kind,
+            description: String::new(),
+        })
+        .collect();
+    Structured::parse(json, &agentsearch_query::Catalog::content(&metadata))
+}
+
 type Key = (String, String);
 
 /// Every segment index of a shard, keyed by (project, sync).
@@ -1079,7 +1610,7 @@ impl SegmentIndexes {
                     continue;
                 }
                 let sync_id = sync.file_name().to_string_lossy().to_string();
-                let index = SegmentIndex::open(&sync.path(), &sync_id)?;
+                let index = SegmentIndex::open(&sync.path(), &sync_id, &[])?;
                 indexes.insert((project_id.clone(), sync_id), Arc::new(index));
             }
         }
@@ -1112,7 +1643,13 @@ impl SegmentIndexes {
     }
 
     /// The index of `sync` in `project`, created empty if it does not exist.
-    pub fn get_or_create(&self, project: &str, sync: &str) -> Result<Arc<SegmentIndex>> {
+    /// The index of a sync, created (with fields for `declared`) if there is none.
+    pub fn get_or_create(
+        &self,
+        project: &str,
+        sync: &str,
+        declared: &[(String, FieldKind)],
+    ) -> Result<Arc<SegmentIndex>> {
         check_path_component("projectId", project)?;
         check_path_component("syncId", sync)?;
         if let Some(index) = self.get(project, sync) {
@@ -1124,7 +1661,7 @@ impl SegmentIndexes {
             return Ok(index.clone());
         }
         let dir = self.root.join("context").join(project).join(sync);
-        let index = Arc::new(SegmentIndex::open(&dir, sync)?);
+        let index = Arc::new(SegmentIndex::open(&dir, sync, declared)?);
         indexes.insert(key, index.clone());
         Ok(index)
     }
@@ -1152,13 +1689,14 @@ impl SegmentIndexes {
         check_path_component("syncId", &request.sync_id)?;
         // Checked before an index is created for it; the index checks again under its write lock.
         validate_records(&request.records, 0)?;
+        let declared = declared_kinds(&request.fields)?;
         if request.records.is_empty() {
             let generation = self
                 .get(&request.project_id, &request.sync_id)
                 .map_or(0, |i| i.generation());
             return Ok((0, generation));
         }
-        self.get_or_create(&request.project_id, &request.sync_id)?
+        self.get_or_create(&request.project_id, &request.sync_id, &declared)?
             .upsert(&request.records)
     }
 
@@ -1229,6 +1767,35 @@ impl SegmentIndexes {
             entry.extend(scope.principals.iter().cloned());
         }
         let scoped = self.scoped(&request.project_id, order.iter().copied());
+        let sources: HashMap<&str, &str> = request
+            .syncs
+            .iter()
+            .map(|s| (s.sync_id.as_str(), s.source.as_str()))
+            .collect();
+        let structured = match request
+            .structured
+            .as_deref()
+            .map(|json| parse_structured(json, &request.fields))
+        {
+            None => None,
+            Some(Ok(structured)) => Some(structured),
+            Some(Err(err)) => {
+                return ContextSearchResponse {
+                    failures: scoped
+                        .iter()
+                        .map(|index| PartFailure {
+                            integration: index.sync_id().to_string(),
+                            retriever: String::new(),
+                            message: err.to_string(),
+                        })
+                        .collect(),
+                    // Understood, and refused: not the answer of a shard that predates typed
+                    // queries.
+                    structured: true,
+                    ..ContextSearchResponse::default()
+                };
+            }
+        };
         let terms = if request.lexical {
             analyzer::analyze(&request.query)
         } else {
@@ -1255,7 +1822,53 @@ impl SegmentIndexes {
         let lexical_started = Instant::now();
         let mut lexical_pool: Vec<(usize, Candidate)> = Vec::new();
         let mut lexical_matched = 0u64;
-        if !lexical.is_empty() {
+        let mut dense_pool: Vec<(usize, Candidate)> = Vec::new();
+        let mut matched: Option<u64> = None;
+        // Nodes (or a count) restrict; a document with `q` alone ranks as the plain query does,
+        // over postings rather than every segment.
+        let restricting = structured
+            .as_ref()
+            .filter(|s| s.query.is_some() || s.filter.is_some() || s.count_exactly);
+        if let Some(structured) = restricting {
+            // Both retrievers run per index under one state; timed as lexical.
+            let mut buffers = ScoreBuffers::default();
+            for (n, index) in scoped.iter().enumerate() {
+                let answer = index.search_structured(
+                    structured,
+                    sources.get(index.sync_id()).copied().unwrap_or_default(),
+                    request.lexical.then_some(&lexical),
+                    request.vector.as_deref(),
+                    &principals[index.sync_id()],
+                    limit,
+                    &mut buffers,
+                );
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    Err(err) => {
+                        failures.push(failure(index, "", &err));
+                        continue;
+                    }
+                };
+                match answer.lexical {
+                    Some(Ok((candidates, m))) => {
+                        lexical_matched += m;
+                        lexical_pool.extend(candidates.into_iter().map(|c| (n, c)));
+                    }
+                    Some(Err(err)) => failures.push(failure(index, "lexical", &err)),
+                    None => {}
+                }
+                match answer.dense {
+                    Some(Ok(candidates)) => {
+                        dense_pool.extend(candidates.into_iter().map(|c| (n, c)));
+                    }
+                    Some(Err(err)) => failures.push(failure(index, "dense", &err)),
+                    None => {}
+                }
+                if let Some(m) = answer.matched {
+                    *matched.get_or_insert(0) += m;
+                }
+            }
+        } else if !lexical.is_empty() {
             let mut buffers = ScoreBuffers::default();
             for (n, index) in scoped.iter().enumerate() {
                 let principals = &principals[index.sync_id()];
@@ -1269,8 +1882,7 @@ impl SegmentIndexes {
             }
         }
         let dense_started = Instant::now();
-        let mut dense_pool: Vec<(usize, Candidate)> = Vec::new();
-        if let Some(vector) = &request.vector {
+        if let Some(vector) = request.vector.as_ref().filter(|_| restricting.is_none()) {
             for (n, index) in scoped.iter().enumerate() {
                 let principals = &principals[index.sync_id()];
                 match index.search_dense(vector, principals, limit) {
@@ -1333,6 +1945,15 @@ impl SegmentIndexes {
         };
         let lexical = hits(lexical_best);
         let dense = hits(dense_best);
+        if let Some(structured) = structured.as_ref().filter(|s| s.highlight) {
+            let nodes: Vec<&agentsearch_query::Node> =
+                structured.query.iter().chain(&structured.filter).collect();
+            let highlighter =
+                Highlighter::new(&analyzer::analyze(&request.query), &nodes, &["text"]);
+            for segment in &mut segments {
+                segment.highlights = highlighter.fragments(&segment.text);
+            }
+        }
         let visible_generation = scoped
             .iter()
             .map(|index| index.visible_generation(&principals[index.sync_id()]))
@@ -1351,6 +1972,8 @@ impl SegmentIndexes {
                 dense_ms: (assemble_started - dense_started).as_secs_f64() * 1e3,
                 assemble_ms: assemble_started.elapsed().as_secs_f64() * 1e3,
             },
+            structured: structured.is_some(),
+            matched,
         }
     }
 
@@ -1417,6 +2040,270 @@ impl Drop for SegmentIndexes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentsearch_common::shard::{FieldValue, IndexedSegment};
+
+    fn unit(i: usize) -> Vec<f32> {
+        let mut v = vec![0.0; 4];
+        v[i % 4] = 1.0;
+        v
+    }
+
+    fn record(id: &str, text: &str, fields: Vec<FieldValue>) -> IndexedRecord {
+        IndexedRecord {
+            record_id: id.into(),
+            display_name: Some(format!("{id} title")),
+            generation: 1,
+            principals: vec!["anyone".into()],
+            segments: vec![IndexedSegment {
+                ordinal: 0,
+                text: text.into(),
+                vector: unit(id.len()),
+            }],
+            fields,
+        }
+    }
+
+    fn value(name: &str, value: FieldData) -> FieldValue {
+        FieldValue {
+            name: name.into(),
+            value,
+        }
+    }
+
+    fn structured(json: serde_json::Value, declared: &[FieldDecl]) -> Structured {
+        parse_structured(&json.to_string(), declared).unwrap()
+    }
+
+    fn allowed_ids(index: &SegmentIndex, s: &Structured) -> Vec<String> {
+        let mut buffers = ScoreBuffers::default();
+        let answer = index
+            .search_structured(
+                s,
+                "box",
+                Some(&LexicalQuery::default()),
+                None,
+                &["anyone".to_string()],
+                50,
+                &mut buffers,
+            )
+            .unwrap();
+        let (candidates, _) = answer.lexical.unwrap().unwrap();
+        let mut ids: Vec<String> = candidates.iter().map(|c| c.record_id.to_string()).collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn record_fields_and_declared_metadata_are_queried_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let declared = vec![
+            FieldDecl {
+                name: "size".into(),
+                kind: "numeric".into(),
+            },
+            FieldDecl {
+                name: "team".into(),
+                kind: "keyword".into(),
+            },
+            FieldDecl {
+                name: "done".into(),
+                kind: "bool".into(),
+            },
+        ];
+        let kinds = declared_kinds(&declared).unwrap();
+        let index = SegmentIndex::open(dir.path(), "s1", &kinds).unwrap();
+        let day = 86_400_000;
+        index
+            .upsert(&[
+                record(
+                    "a",
+                    "quarterly budget review",
+                    vec![
+                        value("path", FieldData::Keyword("/Finance/2026".into())),
+                        value("modifiedAt", FieldData::Date(20_000 * day + 1)),
+                        value("size", FieldData::Number(12.5)),
+                        value("team", FieldData::Keyword("finance".into())),
+                        value("done", FieldData::Flag(true)),
+                    ],
+                ),
+                record(
+                    "bb",
+                    "budget of the review board",
+                    vec![
+                        value("path", FieldData::Keyword("/Product".into())),
+                        value("modifiedAt", FieldData::Date(20_000 * day)),
+                        value("size", FieldData::Number(3.0)),
+                    ],
+                ),
+            ])
+            .unwrap();
+        let q = |json| allowed_ids(&index, &structured(json, &declared));
+        use serde_json::json;
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "prefix", "field": "path", "value": "/Fin"}})),
+            ["a"]
+        );
+        // Millisecond precision: one millisecond apart.
+        assert_eq!(
+            q(
+                json!({"v": 1, "filter": {"type": "range", "field": "modifiedAt",
+                                       "gt": "2024-10-04T00:00:00Z"}})
+            ),
+            ["a"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "range", "field": "size", "gte": 3, "lt": 12.5}})),
+            ["bb"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "term", "field": "size", "value": 12.5}})),
+            ["a"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "term", "field": "done", "value": true}})),
+            ["a"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "exists", "field": "team"}})),
+            ["a"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "boolean",
+                                       "mustNot": [{"type": "exists", "field": "done"}]}})),
+            ["bb"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "phrase", "field": "text",
+                                       "terms": ["budget", "review"]}})),
+            ["a"]
+        );
+        assert_eq!(
+            q(json!({"v": 1, "filter": {"type": "term", "field": "source", "value": "box"}})),
+            ["a", "bb"]
+        );
+        // A function score over a numeric field orders by it.
+        let s = structured(
+            json!({"v": 1, "query": {"type": "functionScore",
+                "query": {"type": "exists", "field": "size"},
+                "functions": [{"type": "fieldValueFactor", "field": "size"}],
+                "boostMode": "replace"}}),
+            &declared,
+        );
+        let mut buffers = ScoreBuffers::default();
+        let answer = index
+            .search_structured(
+                &s,
+                "box",
+                Some(&LexicalQuery::default()),
+                None,
+                &["anyone".to_string()],
+                50,
+                &mut buffers,
+            )
+            .unwrap();
+        let (ranked, _) = answer.lexical.unwrap().unwrap();
+        assert_eq!(&*ranked[0].record_id, "a");
+        assert!((ranked[0].score - 12.5).abs() < 1e-4, "{}", ranked[0].score);
+
+        // Values are checked against the index's fields.
+        let err = index
+            .upsert(&[record(
+                "c",
+                "x",
+                vec![value("size", FieldData::Keyword("big".into()))],
+            )])
+            .unwrap_err();
+        assert!(matches!(err, IndexError::InvalidArgument { .. }), "{err}");
+        let err = index
+            .upsert(&[record(
+                "c",
+                "x",
+                vec![value("colour", FieldData::Keyword("red".into()))],
+            )])
+            .unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+        assert_eq!(index.records(), 2);
+
+        // Reopened: the declared fields and the values for function scores are read back.
+        drop(index);
+        let index = SegmentIndex::open(dir.path(), "s1", &[]).unwrap();
+        assert_eq!(index.fields.declared().count(), 3);
+        assert_eq!(
+            allowed_ids(
+                &index,
+                &structured(
+                    json!({"v": 1, "filter": {"type": "range", "field": "size", "gt": 10}}),
+                    &declared
+                )
+            ),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn an_index_without_positions_or_record_fields_is_rebuilt_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        // The schema indexes were written with before record fields and positions.
+        let mut builder = Schema::builder();
+        let freqs = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        );
+        let title = builder.add_text_field("title", freqs.clone());
+        let text = builder.add_text_field("text", freqs.set_stored());
+        let record_f = builder.add_text_field("record", STRING | STORED);
+        let id = builder.add_u64_field("id", INDEXED | FAST | STORED);
+        let ordinal = builder.add_u64_field("ordinal", STORED);
+        let display_name = builder.add_text_field("display_name", STORED);
+        let generation = builder.add_u64_field("record_generation", STORED);
+        let principals = builder.add_text_field("principals", STORED);
+        let vector = builder.add_bytes_field("vector", STORED);
+        let (index, _, _) = crate::tool_index::open_tantivy(dir.path(), builder.build()).unwrap();
+        let writer = index
+            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)
+            .unwrap();
+        let mut doc = TantivyDocument::new();
+        doc.add_text(title, "Old plan");
+        doc.add_text(text, "the old quarterly plan");
+        doc.add_text(record_f, "old");
+        doc.add_u64(id, segment_id("old", 0));
+        doc.add_u64(ordinal, 0);
+        doc.add_text(display_name, "Old plan");
+        doc.add_u64(generation, 4);
+        doc.add_text(principals, "anyone");
+        doc.add_bytes(vector, &encode_vector(&unit(1)));
+        writer.add_document(doc).unwrap();
+        commit(&index, writer, 9).unwrap();
+        drop(index);
+
+        let declared = vec![FieldDecl {
+            name: "team".into(),
+            kind: "keyword".into(),
+        }];
+        let reopened =
+            SegmentIndex::open(dir.path(), "s1", &declared_kinds(&declared).unwrap()).unwrap();
+        assert_eq!((reopened.records(), reopened.generation()), (1, 9));
+        assert!(!dir.path().join("tantivy.rebuild").exists());
+        let ids = allowed_ids(
+            &reopened,
+            &structured(
+                serde_json::json!({"v": 1, "filter": {"type": "phrase", "field": "title",
+                                                      "terms": ["old", "plan"]}}),
+                &declared,
+            ),
+        );
+        assert_eq!(ids, ["old"]);
+        // New writes carry the new fields.
+        reopened
+            .upsert(&[record(
+                "new",
+                "a new plan",
+                vec![value("team", FieldData::Keyword("ops".into()))],
+            )])
+            .unwrap();
+        assert_eq!(reopened.records(), 2);
+    }
 
     #[test]
     fn segment_ids_are_stable_and_distinct_per_ordinal() {

@@ -9,12 +9,14 @@ use agentsearch_query::ast::{Bound, Function, Node, Scalar};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
 use tantivy::query::{
-    BooleanQuery, EmptyQuery, FuzzyTermQuery, Occur, PhraseQuery, Query, RangeQuery, RegexQuery,
-    TermQuery,
+    BooleanQuery, EmptyQuery, ExistsQuery, FuzzyTermQuery, Occur, PhraseQuery, Query, RangeQuery,
+    RegexQuery, TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, Score, Searcher, SegmentReader, Term};
 use tantivy_fst::Automaton;
+
+use agentsearch_common::shard::DATE_MS_RANGE;
 
 use crate::analyzer::{analyze, analyze_positions};
 use crate::error::{IndexError, Result};
@@ -29,6 +31,8 @@ pub(crate) enum Target {
     Keyword(Field),
     /// A string of each document's record, not indexed per document.
     Record,
+    /// Numbers, dates or booleans in a fast tantivy field (matched on its column, exactly).
+    Typed(Field),
 }
 
 /// An index as the structured query sees it.
@@ -71,22 +75,34 @@ pub(crate) fn allowed(
 pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
     let boost = node.boost();
     let mut matches = match node {
-        Node::Term { field, value, .. } => {
-            let text = match value {
-                Scalar::Text(t) => t.clone(),
-                other => return Err(unsupported(field, other)),
-            };
-            leaf(
-                source,
-                field,
-                |target| match target {
-                    Target::Text(f) => Ok(all_words(f, &text)),
-                    Target::Keyword(f) => Ok(term(f, &text)),
-                    Target::Record => unreachable!(),
-                },
-                |v| v == text,
-            )?
-        }
+        Node::Term {
+            field,
+            value: Scalar::Text(text),
+            ..
+        } => leaf(
+            source,
+            field,
+            |target| match target {
+                Target::Text(f) => Ok(all_words(f, text)),
+                Target::Keyword(f) => Ok(term(f, text)),
+                _ => Err(unsupported(field, &Scalar::Text(text.clone()))),
+            },
+            |v| v == text.as_str(),
+        )?,
+        Node::Term { field, value, .. } => leaf(
+            source,
+            field,
+            |target| match target {
+                Target::Typed(f) => typed_range(
+                    f,
+                    field,
+                    &Bound::Included(value.clone()),
+                    &Bound::Included(value.clone()),
+                ),
+                _ => Err(unsupported(field, value)),
+            },
+            |_| false,
+        )?,
         Node::Phrase {
             field, terms, slop, ..
         } => {
@@ -111,7 +127,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                         })
                     }
                     Target::Keyword(f) => Ok(term(f, &joined)),
-                    Target::Record => unreachable!(),
+                    _ => Err(not_text(field)),
                 },
                 |v| v == joined,
             )?
@@ -123,7 +139,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                 let (f, prefix) = match target {
                     Target::Text(f) => (f, value.to_lowercase()),
                     Target::Keyword(f) => (f, value.clone()),
-                    Target::Record => unreachable!(),
+                    _ => return Err(not_text(field)),
                 };
                 Ok(prefix_query(f, &prefix))
             },
@@ -146,7 +162,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                     })
                 }
                 Target::Keyword(f) => Ok(fuzzy(f, value, *max_edits)),
-                Target::Record => unreachable!(),
+                _ => Err(not_text(field)),
             },
             |v| edit_distance(v, value) <= usize::from(*max_edits),
         )?,
@@ -163,7 +179,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                         Ok(Box::new(RegexQuery::from_regex(automaton.clone(), f))
                             as Box<dyn Query>)
                     }
-                    Target::Record => unreachable!(),
+                    _ => Err(not_text(field)),
                 },
                 |v| full_match(&automaton, v),
             )?
@@ -182,6 +198,20 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
             }
             union
         }
+        Node::Range {
+            field,
+            lower,
+            upper,
+            ..
+        } if matches!(source.target(field), Some(Target::Typed(_))) => leaf(
+            source,
+            field,
+            |target| match target {
+                Target::Typed(f) => typed_range(f, field, lower, upper),
+                _ => unreachable!("matched as typed"),
+            },
+            |_| false,
+        )?,
         Node::Range {
             field,
             lower,
@@ -228,7 +258,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                         };
                         Ok(Box::new(RangeQuery::new(to_term(&lo), to_term(&hi))) as Box<dyn Query>)
                     }
-                    Target::Record => unreachable!(),
+                    _ => unreachable!("typed ranges are matched above"),
                 },
                 in_range,
             )?
@@ -238,6 +268,10 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
             field,
             |target| match target {
                 Target::Text(f) | Target::Keyword(f) => regex(f, ".+"),
+                Target::Typed(f) => Ok(Box::new(ExistsQuery::new(
+                    source.searcher().schema().get_field_name(f).to_string(),
+                    false,
+                )) as Box<dyn Query>),
                 Target::Record => unreachable!(),
             },
             |v| !v.is_empty(),
@@ -345,11 +379,9 @@ fn leaf(
     query: impl FnOnce(Target) -> Result<Box<dyn Query>>,
     predicate: impl Fn(&str) -> bool,
 ) -> Result<Matches> {
+    // A field this index does not hold (metadata another sync declares) matches nothing here.
     let Some(target) = source.target(field) else {
-        return Err(IndexError::invalid(
-            "query",
-            format!("this index has no field `{field}`"),
-        ));
+        return Ok(Matches::default());
     };
     match target {
         Target::Record => Ok(source
@@ -358,7 +390,7 @@ fn leaf(
             .filter(|(_, v)| predicate(v))
             .map(|(id, _)| (id, 1.0))
             .collect()),
-        Target::Keyword(_) => {
+        Target::Keyword(_) | Target::Typed(_) => {
             let q = query(target)?;
             Ok(collect(source.searcher(), q.as_ref())?
                 .into_iter()
@@ -487,6 +519,59 @@ fn full_match(regex: &tantivy_fst::Regex, text: &str) -> bool {
 /// Levenshtein distance with adjacent transpositions counted as one edit, as the fuzzy query does.
 fn edit_distance(a: &str, b: &str) -> usize {
     strsim::damerau_levenshtein(a, b)
+}
+
+/// Values of a fast field between two bounds (a `term` is the range of one value), on the
+/// field's column: dates at millisecond precision, numbers exactly.
+fn typed_range(field: Field, name: &str, lower: &Bound, upper: &Bound) -> Result<Box<dyn Query>> {
+    // Booleans have no range: a `term` on one is its indexed term.
+    if let Bound::Included(Scalar::Bool(b)) = lower {
+        return Ok(Box::new(TermQuery::new(
+            Term::from_field_bool(field, *b),
+            IndexRecordOption::Basic,
+        )));
+    }
+    // No indexed date lies outside DATE_MS_RANGE: a term there matches nothing, and a bound
+    // there means the same as the range's end.
+    if let (Bound::Included(Scalar::Date(ms)), Bound::Included(Scalar::Date(same))) = (lower, upper)
+        && ms == same
+        && !DATE_MS_RANGE.contains(ms)
+    {
+        return Ok(Box::new(EmptyQuery));
+    }
+    let to_term = |b: &Bound| -> Result<std::ops::Bound<Term>> {
+        let term = |v: &Scalar| -> Result<Term> {
+            Ok(match v {
+                Scalar::Number(x) => Term::from_field_f64(field, *x),
+                Scalar::Date(ms) => {
+                    let ms = (*ms).clamp(*DATE_MS_RANGE.start(), *DATE_MS_RANGE.end());
+                    Term::from_field_date(field, tantivy::DateTime::from_timestamp_millis(ms))
+                }
+                Scalar::Bool(b) => Term::from_field_bool(field, *b),
+                other => return Err(unsupported(name, other)),
+            })
+        };
+        Ok(match b {
+            Bound::Unbounded => std::ops::Bound::Unbounded,
+            Bound::Included(v) => std::ops::Bound::Included(term(v)?),
+            Bound::Excluded(v) => std::ops::Bound::Excluded(term(v)?),
+        })
+    };
+    let (lo, hi) = (to_term(lower)?, to_term(upper)?);
+    if matches!(
+        (&lo, &hi),
+        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+    ) {
+        return Ok(Box::new(EmptyQuery));
+    }
+    Ok(Box::new(RangeQuery::new(lo, hi)))
+}
+
+fn not_text(field: &str) -> IndexError {
+    IndexError::invalid(
+        "query",
+        format!("field `{field}` of this index holds no text"),
+    )
 }
 
 fn unsupported(field: &str, value: &Scalar) -> IndexError {

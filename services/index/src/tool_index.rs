@@ -362,6 +362,23 @@ pub struct Structured {
     pub highlight: bool,
 }
 
+impl Structured {
+    /// The structured part of a query JSON document as the router sent it (`{"v", "query",
+    /// "filter", "countExactly", "highlight"}`), parsed against `catalog`.
+    pub(crate) fn parse(json: &str, catalog: &agentsearch_query::Catalog) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| IndexError::invalid("structured", format!("is not JSON: {e}")))?;
+        let doc = agentsearch_query::parse(catalog, &value, "query")
+            .map_err(|e| IndexError::invalid(e.path, e.message))?;
+        Ok(Structured {
+            query: doc.query,
+            filter: doc.filter,
+            count_exactly: doc.count_exactly,
+            highlight: doc.highlight,
+        })
+    }
+}
+
 pub struct IntegrationIndex {
     integration: String,
     index: Index,
@@ -801,6 +818,13 @@ fn rebuild(dir: &Path, state: &State) -> Result<()> {
     }
     commit(&index, writer, state.generation)?;
     drop(index);
+    swap_rebuilt(dir)
+}
+
+/// Replaces `dir/tantivy` by the committed index in `dir/tantivy.rebuild`, so that a crash at
+/// any point leaves one whole index ([`finish_rebuild`] completes or undoes the swap on open).
+pub(crate) fn swap_rebuilt(dir: &Path) -> Result<()> {
+    let next = dir.join("tantivy.rebuild");
     // Only a rebuild whose commit is durable may replace the index.
     let marker = next.join(REBUILT);
     fs::write(&marker, b"")?;
@@ -825,7 +849,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Completes or discards a [`rebuild`] that a stopped process left: a committed `tantivy.rebuild`
 /// replaces a missing `tantivy`; otherwise leftovers are removed.
-fn finish_rebuild(dir: &Path) -> Result<()> {
+pub(crate) fn finish_rebuild(dir: &Path) -> Result<()> {
     let (current, next, old) = (
         dir.join("tantivy"),
         dir.join("tantivy.rebuild"),

@@ -60,6 +60,7 @@ fn record(id: &str, name: Option<&str>, principals: &[&str], texts: &[&str]) -> 
                 vector: seg_vector(id, i),
             })
             .collect(),
+        fields: Vec::new(),
     }
 }
 
@@ -69,6 +70,7 @@ fn upsert(indexes: &SegmentIndexes, sync: &str, records: Vec<IndexedRecord>) -> 
             project_id: PROJECT.into(),
             sync_id: sync.into(),
             records,
+            fields: Vec::new(),
         })
         .unwrap()
 }
@@ -87,6 +89,7 @@ fn search(
             .map(|(sync, principals)| SyncScope {
                 sync_id: sync.to_string(),
                 principals: principals.iter().map(|p| p.to_string()).collect(),
+                source: "googledrive".into(),
             })
             .collect(),
         query: query.into(),
@@ -94,6 +97,8 @@ fn search(
         limit,
         lexical: true,
         stats: None,
+        structured: None,
+        fields: Vec::new(),
     });
     assert!(response.failures.is_empty(), "{:?}", response.failures);
     response
@@ -332,6 +337,7 @@ fn validation_names_the_field_and_writes_nothing() {
             project_id: PROJECT.into(),
             sync_id: sync.into(),
             records,
+            fields: Vec::new(),
         })
     };
     let good = record("doc-a", None, &["anyone"], &["one", "two"]);
@@ -363,6 +369,7 @@ fn validation_names_the_field_and_writes_nothing() {
             project_id: "a/b".into(),
             sync_id: "sync-1".into(),
             records: vec![good.clone()],
+            fields: Vec::new(),
         })
         .unwrap_err();
     assert_eq!(invalid_field(err), "projectId");
@@ -497,6 +504,7 @@ fn to_record(g: &GenRecord, generation: u64) -> IndexedRecord {
                 vector: unit(*combination, *signs),
             })
             .collect(),
+        fields: Vec::new(),
     }
 }
 
@@ -640,6 +648,7 @@ proptest! {
                     .map(|(sync_id, principals)| SyncScope {
                         sync_id: sync_id.clone(),
                         principals: principals.clone(),
+                        source: "googledrive".into(),
                     })
                     .collect(),
                 query: query.clone(),
@@ -647,6 +656,8 @@ proptest! {
                 limit,
                 lexical: true,
                 stats: None,
+                structured: None,
+                fields: Vec::new(),
             });
             prop_assert!(response.failures.is_empty(), "{:?}", response.failures);
 

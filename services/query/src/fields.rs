@@ -36,6 +36,29 @@ impl FieldKind {
         }
     }
 
+    /// The kind a sync declares a metadata field with: keyword, text, numeric, date or bool.
+    pub fn from_declared(kind: &str) -> Option<FieldKind> {
+        Some(match kind {
+            "keyword" => FieldKind::Keyword,
+            "text" => FieldKind::FullText,
+            "numeric" => FieldKind::Numeric,
+            "date" => FieldKind::Date,
+            "bool" => FieldKind::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The name a declaration gives this kind ([`FieldKind::from_declared`]).
+    pub fn declared_name(self) -> &'static str {
+        match self {
+            FieldKind::Keyword => "keyword",
+            FieldKind::FullText => "text",
+            FieldKind::Numeric => "numeric",
+            FieldKind::Date => "date",
+            FieldKind::Bool => "bool",
+        }
+    }
+
     /// The text kinds: usable by `phrase`, `prefix`, `fuzzy`, `regex` and `multiFieldTerm`.
     pub fn is_text(self) -> bool {
         matches!(self, FieldKind::Keyword | FieldKind::FullText)
@@ -107,6 +130,30 @@ impl Catalog {
         &TOOLS
     }
 
+    /// The fields of synced content: each record's own, then `metadata` (fields its syncs
+    /// declare), in that order. Metadata never replaces a record field of the same name.
+    pub fn content(metadata: &[FieldDef]) -> Catalog {
+        static BUILT_IN: std::sync::LazyLock<Vec<FieldDef>> =
+            std::sync::LazyLock::new(content_fields);
+        let mut fields = BUILT_IN.clone();
+        for extra in metadata {
+            if !fields.iter().any(|f| f.name == extra.name) {
+                fields.push(extra.clone());
+            }
+        }
+        Catalog {
+            subject: "content".into(),
+            fields,
+            max_limit: 50,
+            max_offset: 50,
+        }
+    }
+
+    /// Whether `name` is one of the fields every record has (a sync may not declare it).
+    pub fn is_content_field(name: &str) -> bool {
+        CONTENT_FIELDS.iter().any(|(n, _, _)| *n == name)
+    }
+
     fn build_tools() -> Catalog {
         let field = |name: &str, kind, description: &str| FieldDef {
             name: name.to_string(),
@@ -147,4 +194,61 @@ impl Catalog {
             max_offset: 50,
         }
     }
+}
+
+/// The fields every synced record has: name, kind, description.
+const CONTENT_FIELDS: [(&str, FieldKind, &str); 10] = [
+    (
+        "title",
+        FieldKind::FullText,
+        "the record's display name (file or page title)",
+    ),
+    ("text", FieldKind::FullText, "the passage's text"),
+    (
+        "source",
+        FieldKind::Keyword,
+        "where the record was synced from: onedrive, sharepoint, dropbox, box, confluence or googledrive",
+    ),
+    (
+        "syncId",
+        FieldKind::Keyword,
+        "the id of the sync that delivered the record",
+    ),
+    (
+        "mime",
+        FieldKind::Keyword,
+        "the record's media type, e.g. application/pdf",
+    ),
+    (
+        "author",
+        FieldKind::Keyword,
+        "who created or owns the record, as the source names them",
+    ),
+    (
+        "url",
+        FieldKind::Keyword,
+        "the record's address in its source",
+    ),
+    (
+        "path",
+        FieldKind::Keyword,
+        "the record's folder path in its source, e.g. /Finance/2026",
+    ),
+    (
+        "modifiedAt",
+        FieldKind::Date,
+        "when the record was last modified",
+    ),
+    ("createdAt", FieldKind::Date, "when the record was created"),
+];
+
+fn content_fields() -> Vec<FieldDef> {
+    CONTENT_FIELDS
+        .iter()
+        .map(|(name, kind, description)| FieldDef {
+            name: (*name).to_string(),
+            kind: *kind,
+            description: (*description).to_string(),
+        })
+        .collect()
 }

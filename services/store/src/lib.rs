@@ -61,6 +61,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_context.sql")),
     (4, include_str!("../migrations/0004_connections.sql")),
     (5, include_str!("../migrations/0005_feedback.sql")),
+    (6, include_str!("../migrations/0006_sync_fields.sql")),
 ];
 
 /// Where one integration of a project lives.
@@ -96,6 +97,18 @@ pub struct SyncRow {
     pub segments: u64,
     pub created_at_ms: i64,
     pub last_ingest_at_ms: Option<i64>,
+    /// Metadata fields its records carry, fixed at creation.
+    pub fields: Vec<agentsearch_common::shard::FieldDecl>,
+}
+
+/// The stored form of a sync's declared fields.
+pub(crate) fn fields_json(fields: &[agentsearch_common::shard::FieldDecl]) -> String {
+    serde_json::to_string(fields).unwrap_or_else(|_| "[]".into())
+}
+
+/// A sync's declared fields from their stored form (none if unreadable).
+pub(crate) fn fields_of(json: &str) -> Vec<agentsearch_common::shard::FieldDecl> {
+    serde_json::from_str(json).unwrap_or_default()
 }
 
 /// What the store knows of one record of a sync.
@@ -823,6 +836,10 @@ pub mod conformance {
             segments: 9,
             created_at_ms: 0,
             last_ingest_at_ms: Some(1),
+            fields: vec![agentsearch_common::shard::FieldDecl {
+                name: "size".into(),
+                kind: "numeric".into(),
+            }],
         };
 
         // Create: counters at 0, created now; the first writer wins.
@@ -842,6 +859,7 @@ pub mod conformance {
             ("sync-b", p, "gdrive", "owner@b.com")
         );
         assert_eq!(b.shard_ids, ["s2", "s1"]);
+        assert_eq!(b.fields, sync("sync-b", p, "gdrive").fields);
         assert_eq!(
             (b.generation, b.records, b.segments, b.last_ingest_at_ms),
             (0, 0, 0, None)
@@ -851,6 +869,7 @@ pub mod conformance {
             source: "slack".into(),
             owner: "other@b.com".into(),
             shard_ids: strings(&["s3"]),
+            fields: Vec::new(),
             ..sync("sync-b", p, "slack")
         };
         assert_eq!(store.create_sync(&again).await.unwrap(), b);

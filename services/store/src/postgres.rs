@@ -168,6 +168,7 @@ fn sync_row(r: &tokio_postgres::Row) -> SyncRow {
         segments: to_u64(r.get(7)),
         created_at_ms: r.get(8),
         last_ingest_at_ms: r.get(9),
+        fields: crate::fields_of(r.get(10)),
     }
 }
 
@@ -459,8 +460,8 @@ impl MetadataStore for PgStore {
         .await
         .map_err(backend)?;
         tx.execute(
-            "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at, fields)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
             &[
                 &sync.id,
                 &sync.project_id,
@@ -468,13 +469,14 @@ impl MetadataStore for PgStore {
                 &sync.owner,
                 &join_list(&sync.shard_ids),
                 &now,
+                &crate::fields_json(&sync.fields),
             ],
         )
         .await
         .map_err(backend)?;
         let row = tx
             .query_one(
-                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                  FROM syncs WHERE id = $1",
                 &[&sync.id],
             )
@@ -492,7 +494,7 @@ impl MetadataStore for PgStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                  FROM syncs WHERE id = $1 AND project_id = $2",
                 &[&sync_id, &project_id],
             )
@@ -505,7 +507,7 @@ impl MetadataStore for PgStore {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                  FROM syncs WHERE project_id = $1",
                 &[&project_id],
             )

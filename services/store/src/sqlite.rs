@@ -108,6 +108,7 @@ fn sync_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SyncRow> {
         segments: to_u64(r.get(7)?),
         created_at_ms: r.get(8)?,
         last_ingest_at_ms: r.get(9)?,
+        fields: crate::fields_of(&r.get::<_, String>(10)?),
     })
 }
 
@@ -360,12 +361,20 @@ impl MetadataStore for SqliteStore {
                     params![sync.project_id, now],
                 )?;
                 tx.execute(
-                    "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
-                    params![sync.id, sync.project_id, sync.source, sync.owner, join_list(&sync.shard_ids), now],
+                    "INSERT INTO syncs (id, project_id, source, owner, shard_ids, created_at, fields)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                    params![
+                        sync.id,
+                        sync.project_id,
+                        sync.source,
+                        sync.owner,
+                        join_list(&sync.shard_ids),
+                        now,
+                        crate::fields_json(&sync.fields)
+                    ],
                 )?;
                 let row = tx.query_row(
-                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                      FROM syncs WHERE id = ?1",
                     [&sync.id],
                     sync_row,
@@ -384,7 +393,7 @@ impl MetadataStore for SqliteStore {
         let (p, s) = (project_id.to_string(), sync_id.to_string());
         self.with(move |c| {
             c.prepare_cached(
-                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                  FROM syncs WHERE id = ?1 AND project_id = ?2",
             )?
             .query_row(params![s, p], sync_row)
@@ -398,7 +407,7 @@ impl MetadataStore for SqliteStore {
         let mut syncs = self
             .with(move |c| {
                 let mut stmt = c.prepare_cached(
-                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at
+                    "SELECT id, project_id, source, owner, shard_ids, generation, records, segments, created_at, last_ingest_at, fields
                      FROM syncs WHERE project_id = ?1",
                 )?;
                 let rows = stmt.query_map([p], sync_row)?.collect::<rusqlite::Result<Vec<_>>>();
