@@ -1,14 +1,17 @@
 //! Shard-side search over many small per-integration indexes (the shape of a real catalog):
 //! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, plus the
 //! BM25 statistics pass the router runs before a multi-shard search; and a search of 500 tools
-//! carried inline (indexed in memory for the request).
+//! carried inline (indexed in memory for the request); and context search over one sync of 20,000
+//! passages, plain and typed (a folder prefix, a date range), each record readable by a tenth of
+//! the callers.
 
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
-    IndexedTool, InlineSearchRequest, ShardSearchRequest, TermStatsRequest,
+    ContextSearchRequest, FieldData, FieldValue, IndexedRecord, IndexedSegment, IndexedTool,
+    InlineSearchRequest, SegmentUpsertRequest, ShardSearchRequest, SyncScope, TermStatsRequest,
 };
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use agentsearch_index::{MAX_INLINE_TOOLS, ToolIndexes};
+use agentsearch_index::{MAX_INLINE_TOOLS, SegmentIndexes, ToolIndexes};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
@@ -187,5 +190,115 @@ fn bench_inline(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, bench_inline);
+fn bench_context(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let indexes = SegmentIndexes::open(
+        dir.path(),
+        agentsearch_common::config::ContextConfig::default(),
+    )
+    .unwrap();
+    let sync = "sync-bench";
+    let day = 86_400_000i64;
+    // 5,000 records of 4 passages; record r lives in folder r % 20, was modified r % 400 days
+    // after 2025-01-01, and is readable by the group r % 10.
+    for batch in 0..50 {
+        let records: Vec<IndexedRecord> = (0..100)
+            .map(|i| {
+                let r = batch * 100 + i;
+                IndexedRecord {
+                    record_id: format!("doc-{r}"),
+                    display_name: Some(format!("{} notes {r}", WORDS[r % WORDS.len()])),
+                    generation: 1,
+                    principals: vec![format!("group:g{}", r % 10)],
+                    segments: (0..4)
+                        .map(|o| {
+                            let seed = (r * 4 + o) as u64;
+                            IndexedSegment {
+                                ordinal: o as u32,
+                                text: format!(
+                                    "{} the {} of the {} and the {} for {}.",
+                                    VERBS[seed as usize % VERBS.len()],
+                                    WORDS[(seed as usize * 7) % WORDS.len()],
+                                    WORDS[(seed as usize * 11) % WORDS.len()],
+                                    WORDS[(seed as usize * 13) % WORDS.len()],
+                                    WORDS[(seed as usize * 17) % WORDS.len()],
+                                ),
+                                vector: vector(seed + 1_000_000),
+                            }
+                        })
+                        .collect(),
+                    fields: vec![
+                        FieldValue {
+                            name: "path".into(),
+                            value: FieldData::Keyword(format!("/team{}/docs", r % 20)),
+                        },
+                        FieldValue {
+                            name: "modifiedAt".into(),
+                            value: FieldData::Date(20_089 * day + (r as i64 % 400) * day),
+                        },
+                    ],
+                }
+            })
+            .collect();
+        indexes
+            .upsert(&SegmentUpsertRequest {
+                project_id: PROJECT.into(),
+                sync_id: sync.into(),
+                records,
+                fields: Vec::new(),
+            })
+            .unwrap();
+    }
+    let request = ContextSearchRequest {
+        project_id: PROJECT.into(),
+        syncs: vec![SyncScope {
+            sync_id: sync.into(),
+            principals: vec!["group:g3".into(), "anyone".into()],
+            source: "googledrive".into(),
+        }],
+        query: "send the invoice report".into(),
+        vector: Some(vector(7)),
+        limit: 100,
+        lexical: true,
+        stats: None,
+        structured: None,
+        fields: Vec::new(),
+    };
+    c.bench_function("context_search_20k_hybrid", |b| {
+        b.iter(|| indexes.search(&request))
+    });
+    let folder = ContextSearchRequest {
+        structured: Some(
+            r#"{"v":1,"filter":{"type":"prefix","field":"path","value":"/team3/"}}"#.into(),
+        ),
+        ..request.clone()
+    };
+    c.bench_function("context_search_20k_hybrid_typed_folder", |b| {
+        b.iter(|| indexes.search(&folder))
+    });
+    let recent = ContextSearchRequest {
+        structured: Some(
+            r#"{"v":1,"filter":{"type":"range","field":"modifiedAt","gte":"2026-01-01"},"countExactly":true}"#
+                .into(),
+        ),
+        ..request.clone()
+    };
+    c.bench_function("context_search_20k_hybrid_typed_date_count", |b| {
+        b.iter(|| indexes.search(&recent))
+    });
+    let nodes_only = ContextSearchRequest {
+        query: String::new(),
+        vector: None,
+        structured: Some(
+            r#"{"v":1,"query":{"type":"term","field":"text","value":"invoice"},"filter":{"type":"prefix","field":"path","value":"/team3/"}}"#
+                .into(),
+        ),
+        ..request.clone()
+    };
+    c.bench_function("context_search_20k_typed_nodes_only", |b| {
+        b.iter(|| indexes.search(&nodes_only))
+    });
+}
+
+criterion_group!(benches, bench, bench_inline, bench_context);
 criterion_main!(benches);
