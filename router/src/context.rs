@@ -118,6 +118,16 @@ impl Router {
             fields: req.fields.clone(),
         };
         // A field name has one kind in a project, so a query over several syncs means one thing.
+        // Creations of one project that declare fields are checked and inserted one at a time
+        // (within this router).
+        let _declaring = match req.fields.is_empty() {
+            true => None,
+            false => Some(
+                self.write_locks
+                    .lock(&format!("project-fields:{}", req.project_id))
+                    .await,
+            ),
+        };
         let others = self.store.list_syncs(&req.project_id).await?;
         for (i, field) in req.fields.iter().enumerate() {
             if let Some((sync, other)) = others
