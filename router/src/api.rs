@@ -168,7 +168,7 @@ impl TypedQuery {
         document: &serde_json::Value,
     ) -> Result<(Option<String>, Option<u32>, TypedQuery), FieldViolation> {
         let catalog = agentsearch_query::Catalog::tools();
-        let doc = agentsearch_query::parse(&catalog, document, "query")
+        let doc = agentsearch_query::parse(catalog, document, "query")
             .map_err(|e| FieldViolation::new(e.path, e.message))?;
         let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
         for key in ["query", "filter", "countExactly", "highlight"] {

@@ -366,7 +366,7 @@ impl ToolSearch for PublicGrpc {
         let begun = self.begin(&request);
         let r = request.into_inner();
         begun.authorize(&r.project_id)?;
-        let schema = agentsearch_query::schema(&agentsearch_query::Catalog::tools());
+        let schema = agentsearch_query::schema(agentsearch_query::Catalog::tools());
         Ok(Response::new(pb::QuerySchemaResponse {
             schema_json: schema.to_string(),
         }))

@@ -355,7 +355,7 @@ async fn tool_query_schema(
 ) -> Result<Response, ApiError> {
     let (call, _project_id) = Call::begin(&state, &headers, &project_id)?;
     Ok(call.ok(agentsearch_query::schema(
-        &agentsearch_query::Catalog::tools(),
+        agentsearch_query::Catalog::tools(),
     )))
 }
 
