@@ -226,7 +226,7 @@ def main() -> int:
                 server.kill()
             log.close()
     print("check-mcp: ok (http and stdio: initialize, list, search_tools, typed search_context, "
-          "read_context, a misspelt field named, identity refused)")
+          "read_context, a misspelt field named, identity and email refused)")
     return 0
 
 

@@ -256,7 +256,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 mcp::Remote::new(&args.http, args.token.is_some()).map_err(anyhow::Error::msg)?;
             let connection = mcp::Connection {
                 project_id: Some(args.project),
-                authorization: args.token.as_deref().and_then(mcp::bearer),
+                authorization: args.token.map(|token| format!("Bearer {token}")),
                 identity: args.identity,
                 ..Default::default()
             };

@@ -167,7 +167,15 @@ impl TypedQuery {
     pub fn parse_tools(
         document: &serde_json::Value,
     ) -> Result<(Option<String>, Option<u32>, TypedQuery), FieldViolation> {
-        let catalog = agentsearch_query::Catalog::tools();
+        Self::parse(agentsearch_query::Catalog::tools(), document)
+    }
+
+    /// Parses a query JSON document against `catalog` (paths under the request's `query`): its
+    /// `q` (when it has words), its `limit`, and the rest.
+    pub fn parse(
+        catalog: &agentsearch_query::Catalog,
+        document: &serde_json::Value,
+    ) -> Result<(Option<String>, Option<u32>, TypedQuery), FieldViolation> {
         let doc = agentsearch_query::parse(catalog, document, "query")
             .map_err(|e| FieldViolation::new(e.path, e.message))?;
         let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
@@ -207,27 +215,7 @@ impl RawSearch {
                     String::new()
                 }
             },
-            (query, None) => match query {
-                None => {
-                    v.push(FieldViolation::new("query", "is required"));
-                    String::new()
-                }
-                Some(q) if q.trim().is_empty() => {
-                    v.push(FieldViolation::new("query", "query should not be empty"));
-                    q
-                }
-                Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
-                    v.push(FieldViolation::new(
-                        "query",
-                        format!(
-                            "must be at most {MAX_QUERY_CHARS} characters, got {}",
-                            q.chars().count()
-                        ),
-                    ));
-                    q
-                }
-                Some(q) => q,
-            },
+            (query, None) => query_text(&mut v, query, "query should not be empty"),
         };
         let mut top_k = range(&mut v, "topK", self.top_k, 1, i64::from(MAX_TOP_K));
         if let Some(limit) = limit {
@@ -282,6 +270,35 @@ impl RawSearch {
             query_embedding,
             typed,
         })
+    }
+}
+
+/// A string `query`: required, not blank (`blank` says so), at most [`MAX_QUERY_CHARS`].
+pub(crate) fn query_text(
+    v: &mut Vec<FieldViolation>,
+    query: Option<String>,
+    blank: &str,
+) -> String {
+    match query {
+        None => {
+            v.push(FieldViolation::new("query", "is required"));
+            String::new()
+        }
+        Some(q) if q.trim().is_empty() => {
+            v.push(FieldViolation::new("query", blank));
+            q
+        }
+        Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
+            v.push(FieldViolation::new(
+                "query",
+                format!(
+                    "must be at most {MAX_QUERY_CHARS} characters, got {}",
+                    q.chars().count()
+                ),
+            ));
+            q
+        }
+        Some(q) => q,
     }
 }
 

@@ -477,17 +477,20 @@ impl Router {
         let typed = match req.document.take() {
             None => None,
             Some(document) => {
-                let (typed, q, limit) = TypedContext::parse(&document, &syncs)?;
+                let (catalog, fields) = content_catalog(&syncs);
+                let (q, limit, typed) = crate::api::TypedQuery::parse(&catalog, &document)
+                    .map_err(|v| Error::invalid_many(vec![v]))?;
                 req.query = q.unwrap_or_default();
                 if let Some(limit) = limit {
                     req.top_k = limit;
                 }
-                Some(typed)
+                // The shards parse the nodes against the same fields.
+                Some((typed, fields))
             }
         };
         let (scopes, identities) = self.scopes(&req.project_id, syncs, &req.identity).await?;
         trace.step("scope");
-        let offset = typed.as_ref().map_or(0, |t| t.offset);
+        let offset = typed.as_ref().map_or(0, |(t, _)| t.offset);
         // A typed query's page deeper than the deployment's candidate pool gets a pool that
         // holds it; every other search keeps the configured pool.
         let candidates = match typed {
@@ -581,8 +584,11 @@ impl Router {
             // A document without words still ranks by its nodes, through the lexical retriever.
             lexical: req.mode.lexical() || (typed.is_some() && vector.is_none()),
             stats: stats.clone(),
-            structured: typed.as_ref().map(|t| t.structured.clone()),
-            fields: typed.as_ref().map(|t| t.fields.clone()).unwrap_or_default(),
+            structured: typed.as_ref().map(|(t, _)| t.structured.clone()),
+            fields: typed
+                .as_ref()
+                .map(|(_, fields)| fields.clone())
+                .unwrap_or_default(),
         };
         let mut answers: Vec<ShardAnswer> = Vec::new();
         let mut tried: HashMap<String, Vec<String>> = HashMap::new();
@@ -941,7 +947,7 @@ impl Router {
             ranking_model: model.map_or(0, |m| m.version),
             matched: typed
                 .as_ref()
-                .filter(|t| t.count_exactly)
+                .filter(|(t, _)| t.count_exactly)
                 .map(|_| matched.unwrap_or(0)),
         };
         Ok(ContextSearchResponse {
@@ -1119,45 +1125,6 @@ fn scoped_syncs(
         .filter(|s| sources.is_empty() || sources.contains(&s.source))
         .filter(|s| sync_ids.is_empty() || sync_ids.contains(&s.id))
         .collect())
-}
-
-/// What a context search's query JSON document adds beyond its `q` and `limit`.
-struct TypedContext {
-    /// `{"v", "query", "filter", "countExactly", "highlight"}` as the shards execute it.
-    structured: String,
-    offset: u32,
-    count_exactly: bool,
-    /// The metadata fields the searched syncs declare.
-    fields: Vec<FieldDecl>,
-}
-
-impl TypedContext {
-    /// Parses a document against the fields of `syncs` (paths under the request's `query`);
-    /// returns it with its `q` (if it has words) and its `limit`.
-    fn parse(
-        document: &serde_json::Value,
-        syncs: &[SyncRow],
-    ) -> Result<(TypedContext, Option<String>, Option<u32>)> {
-        let (catalog, fields) = content_catalog(syncs);
-        let doc = agentsearch_query::parse(&catalog, document, "query")
-            .map_err(|e| Error::invalid(e.path, e.message))?;
-        let mut structured = serde_json::json!({"v": agentsearch_query::limits::VERSION});
-        for key in ["query", "filter", "countExactly", "highlight"] {
-            if let Some(value) = document.get(key) {
-                structured[key] = value.clone();
-            }
-        }
-        Ok((
-            TypedContext {
-                structured: structured.to_string(),
-                offset: doc.offset,
-                count_exactly: doc.count_exactly,
-                fields,
-            },
-            doc.q.filter(|q| !q.trim().is_empty()),
-            doc.limit,
-        ))
-    }
 }
 
 /// The fields a query over `syncs` may name: every record's, then the metadata the syncs declare

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{Explain, Int, Trace, range};
 
-pub const MAX_QUERY_CHARS: usize = 1024;
+pub use crate::api::MAX_QUERY_CHARS;
 pub const MAX_TOP_K: i64 = 50;
 pub const DEFAULT_TOP_K: u32 = 10;
 pub const MAX_SEGMENTS_PER_RECORD: i64 = 5;
@@ -310,8 +310,14 @@ impl RawContextSearch {
             Some(document) if agentsearch_query::parse::is_document(&document) => {
                 (String::new(), Some(document))
             }
-            Some(serde_json::Value::String(text)) => (query(&mut v, Some(text)), None),
-            None => (query(&mut v, None), None),
+            Some(serde_json::Value::String(text)) => (
+                crate::api::query_text(&mut v, Some(text), "must not be empty"),
+                None,
+            ),
+            None => (
+                crate::api::query_text(&mut v, None, "must not be empty"),
+                None,
+            ),
             Some(_) => {
                 v.push(FieldViolation::new(
                     "query",
@@ -378,30 +384,6 @@ impl RawContextSearch {
             diagnostics: self.diagnostics,
             query_embedding,
         })
-    }
-}
-
-fn query(v: &mut Vec<FieldViolation>, query: Option<String>) -> String {
-    match query {
-        None => {
-            v.push(FieldViolation::new("query", "is required"));
-            String::new()
-        }
-        Some(q) if q.trim().is_empty() => {
-            v.push(FieldViolation::new("query", "must not be empty"));
-            q
-        }
-        Some(q) if q.chars().count() > MAX_QUERY_CHARS => {
-            v.push(FieldViolation::new(
-                "query",
-                format!(
-                    "must be at most {MAX_QUERY_CHARS} characters, got {}",
-                    q.chars().count()
-                ),
-            ));
-            q
-        }
-        Some(q) => q,
     }
 }
 

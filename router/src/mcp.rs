@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use http::{HeaderValue, Method, Request, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -159,7 +159,9 @@ fn build(call: &Call, host: &str) -> Result<Request<axum::body::Body>, String> {
         }
         None => axum::body::Body::empty(),
     };
-    request.body(body).map_err(|e| e.to_string())
+    request
+        .body(body)
+        .map_err(|e| format!("cannot build the REST request (is the token printable?): {e}"))
 }
 
 async fn read(response: http::Response<axum::body::Body>) -> Result<(u16, Value), String> {
@@ -506,11 +508,4 @@ pub async fn serve_stdio(server: McpServer) -> Result<(), String> {
         .await
         .map_err(|e| format!("MCP session ended with an error: {e}"))?;
     Ok(())
-}
-
-/// The bearer header value for a token.
-pub fn bearer(token: &str) -> Option<String> {
-    HeaderValue::from_str(&format!("Bearer {token}"))
-        .ok()
-        .and_then(|v| v.to_str().ok().map(str::to_string))
 }

@@ -308,12 +308,9 @@ pub struct IndexedRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldDecl {
     pub name: String,
-    /// One of [`FIELD_KINDS`].
+    /// keyword, text, numeric, date or bool.
     pub kind: String,
 }
-
-/// The kinds a declared field may have, as [`FieldDecl::kind`] spells them.
-pub const FIELD_KINDS: [&str; 5] = ["keyword", "text", "numeric", "date", "bool"];
 
 /// One field value of a record.
 #[derive(Clone, Debug, PartialEq)]

@@ -452,7 +452,7 @@ impl Source for View<'_> {
         Some(match field {
             "title" => Target::Text(self.fields.title),
             "text" => Target::Text(self.fields.text),
-            "syncId" | "source" => Target::Record,
+            "syncId" | "source" => Target::Constant,
             _ => {
                 let (_, named) = self.fields.named(field)?;
                 match named.kind {
@@ -466,13 +466,12 @@ impl Source for View<'_> {
         })
     }
 
-    fn record_values(&self, field: &str) -> Vec<(u64, &str)> {
-        let value = match field {
-            "syncId" => self.sync_id,
-            "source" => self.source,
-            _ => return Vec::new(),
-        };
-        self.state.segments.keys().map(|id| (*id, value)).collect()
+    fn constant(&self, field: &str) -> Option<&str> {
+        match field {
+            "syncId" => Some(self.sync_id),
+            "source" => Some(self.source),
+            _ => None,
+        }
     }
 
     fn ids(&self) -> Vec<u64> {
@@ -960,7 +959,8 @@ impl SegmentIndex {
         let mut visibility = Visibility::new(principals);
         let fields = self.fields.text_fields();
         let mut candidates = Vec::new();
-        let mut docs: Vec<u32> = Vec::new();
+        // With `allowed`, every document of a segment (a node may allow what holds no word).
+        let mut every: Vec<u32> = Vec::new();
         for (segment, ids) in state
             .searcher
             .segment_readers()
@@ -968,13 +968,16 @@ impl SegmentIndex {
             .zip(&state.id_columns)
         {
             query.score_segment(segment, &fields, buffers)?;
-            docs.clear();
-            match allowed {
-                None => docs.extend_from_slice(&buffers.matched),
-                Some(_) => docs.extend(0..segment.max_doc()),
-            }
+            let docs: &[u32] = match allowed {
+                None => &buffers.matched,
+                Some(_) => {
+                    every.clear();
+                    every.extend(0..segment.max_doc());
+                    &every
+                }
+            };
             let alive = segment.alive_bitset();
-            for &doc in &docs {
+            for &doc in docs {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
                     continue;
                 }
@@ -1767,11 +1770,6 @@ impl SegmentIndexes {
             entry.extend(scope.principals.iter().cloned());
         }
         let scoped = self.scoped(&request.project_id, order.iter().copied());
-        let sources: HashMap<&str, &str> = request
-            .syncs
-            .iter()
-            .map(|s| (s.sync_id.as_str(), s.source.as_str()))
-            .collect();
         let structured = match request
             .structured
             .as_deref()
@@ -1833,9 +1831,14 @@ impl SegmentIndexes {
             // Both retrievers run per index under one state; timed as lexical.
             let mut buffers = ScoreBuffers::default();
             for (n, index) in scoped.iter().enumerate() {
+                let source = request
+                    .syncs
+                    .iter()
+                    .find(|s| s.sync_id == index.sync_id())
+                    .map_or("", |s| s.source.as_str());
                 let answer = index.search_structured(
                     structured,
-                    sources.get(index.sync_id()).copied().unwrap_or_default(),
+                    source,
                     request.lexical.then_some(&lexical),
                     request.vector.as_deref(),
                     &principals[index.sync_id()],
@@ -2074,7 +2077,8 @@ mod tests {
         parse_structured(&json.to_string(), declared).unwrap()
     }
 
-    fn allowed_ids(index: &SegmentIndex, s: &Structured) -> Vec<String> {
+    /// The lexical candidates of a structured query without words, for anyone.
+    fn ranked(index: &SegmentIndex, s: &Structured) -> Vec<Candidate> {
         let mut buffers = ScoreBuffers::default();
         let answer = index
             .search_structured(
@@ -2087,7 +2091,11 @@ mod tests {
                 &mut buffers,
             )
             .unwrap();
-        let (candidates, _) = answer.lexical.unwrap().unwrap();
+        answer.lexical.unwrap().unwrap().0
+    }
+
+    fn allowed_ids(index: &SegmentIndex, s: &Structured) -> Vec<String> {
+        let candidates = ranked(index, s);
         let mut ids: Vec<String> = candidates.iter().map(|c| c.record_id.to_string()).collect();
         ids.sort();
         ids
@@ -2189,19 +2197,7 @@ mod tests {
                 "boostMode": "replace"}}),
             &declared,
         );
-        let mut buffers = ScoreBuffers::default();
-        let answer = index
-            .search_structured(
-                &s,
-                "box",
-                Some(&LexicalQuery::default()),
-                None,
-                &["anyone".to_string()],
-                50,
-                &mut buffers,
-            )
-            .unwrap();
-        let (ranked, _) = answer.lexical.unwrap().unwrap();
+        let ranked = ranked(&index, &s);
         assert_eq!(&*ranked[0].record_id, "a");
         assert!((ranked[0].score - 12.5).abs() < 1e-4, "{}", ranked[0].score);
 

@@ -29,8 +29,9 @@ pub(crate) enum Target {
     Text(Field),
     /// Whole strings in a tantivy field.
     Keyword(Field),
-    /// A string of each document's record, not indexed per document.
-    Record,
+    /// A string every document of the index has (a tool's integration, a passage's sync and
+    /// source): decided once per index, not indexed per document.
+    Constant,
     /// Numbers, dates or booleans in a fast tantivy field (matched on its column, exactly).
     Typed(Field),
 }
@@ -40,8 +41,8 @@ pub(crate) trait Source {
     fn searcher(&self) -> &Searcher;
     /// The target of a field of the query language; `None`: the index does not have it.
     fn target(&self, field: &str) -> Option<Target>;
-    /// Every live document's id with its value of a [`Target::Record`] field.
-    fn record_values(&self, field: &str) -> Vec<(u64, &str)>;
+    /// The value of a [`Target::Constant`] field (`None`: the index is empty).
+    fn constant(&self, field: &str) -> Option<&str>;
     /// Every live document's id.
     fn ids(&self) -> Vec<u64>;
     /// A document's numeric value of a field (dates in milliseconds), for function scores.
@@ -272,7 +273,7 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
                     source.searcher().schema().get_field_name(f).to_string(),
                     false,
                 )) as Box<dyn Query>),
-                Target::Record => unreachable!(),
+                Target::Constant => unreachable!(),
             },
             |v| !v.is_empty(),
         )?,
@@ -370,9 +371,8 @@ pub(crate) fn evaluate(source: &dyn Source, node: &Node) -> Result<Matches> {
     Ok(matches)
 }
 
-/// A leaf over `field`: a tantivy query built by `query` for indexed fields, `predicate` on each
-/// record's value for a [`Target::Record`] field. Matches score 1 for keywords and records, BM25
-/// for analyzed text.
+/// A leaf over `field`: a tantivy query built by `query` for indexed fields, `predicate` on the
+/// index's value of a [`Target::Constant`] field. Matches score 1, but BM25 for analyzed text.
 fn leaf(
     source: &dyn Source,
     field: &str,
@@ -384,12 +384,13 @@ fn leaf(
         return Ok(Matches::default());
     };
     match target {
-        Target::Record => Ok(source
-            .record_values(field)
-            .into_iter()
-            .filter(|(_, v)| predicate(v))
-            .map(|(id, _)| (id, 1.0))
-            .collect()),
+        // One decision for the whole index.
+        Target::Constant => Ok(match source.constant(field) {
+            Some(value) if predicate(value) => {
+                source.ids().into_iter().map(|id| (id, 1.0)).collect()
+            }
+            _ => Matches::default(),
+        }),
         Target::Keyword(_) | Target::Typed(_) => {
             let q = query(target)?;
             Ok(collect(source.searcher(), q.as_ref())?

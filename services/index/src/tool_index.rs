@@ -322,7 +322,7 @@ impl crate::structured::Source for State {
         let f = &self.fields;
         Some(match field {
             "name" => Target::Keyword(f.name_exact),
-            "integration" => Target::Record,
+            "integration" => Target::Constant,
             "category" => Target::Keyword(f.category),
             "sideEffect" => Target::Keyword(f.side_effect),
             "description" => Target::Text(f.description),
@@ -331,14 +331,11 @@ impl crate::structured::Source for State {
         })
     }
 
-    fn record_values(&self, field: &str) -> Vec<(u64, &str)> {
+    /// An index holds one integration's tools.
+    fn constant(&self, field: &str) -> Option<&str> {
         match field {
-            "integration" => self
-                .tools
-                .iter()
-                .map(|(id, t)| (*id, t.integration.as_str()))
-                .collect(),
-            _ => Vec::new(),
+            "integration" => self.tools.values().next().map(|t| t.integration.as_str()),
+            _ => None,
         }
     }
 

@@ -195,22 +195,7 @@ impl Parser<'_> {
                 format!("query nodes may be nested at most {MAX_DEPTH} deep"),
             ));
         }
-        self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(err(
-                path,
-                format!("a query may hold at most {MAX_NODES} nodes and functions"),
-            ));
-        }
-        let Value::Object(map) = value else {
-            return Err(err(
-                path,
-                format!(
-                    "must be a query node (an object with `type`), got {}",
-                    kind_of(value)
-                ),
-            ));
-        };
+        let map = self.counted(value, path, "a query node")?;
         let offered = self.offered();
         let kind = node_type(map, path, &offered, "node type")?;
         let at = join(path, kind);
@@ -456,7 +441,14 @@ impl Parser<'_> {
         }
     }
 
-    fn function(&mut self, value: &Value, path: &str) -> Result<Function> {
+    /// Counts a node or function against [`MAX_NODES`] and checks it is an object (`what`, for
+    /// the message).
+    fn counted<'v>(
+        &mut self,
+        value: &'v Value,
+        path: &str,
+        what: &str,
+    ) -> Result<&'v Map<String, Value>> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
             return Err(err(
@@ -464,15 +456,20 @@ impl Parser<'_> {
                 format!("a query may hold at most {MAX_NODES} nodes and functions"),
             ));
         }
-        let Value::Object(map) = value else {
-            return Err(err(
+        match value {
+            Value::Object(map) => Ok(map),
+            _ => Err(err(
                 path,
                 format!(
-                    "must be a function (an object with `type`), got {}",
+                    "must be {what} (an object with `type`), got {}",
                     kind_of(value)
                 ),
-            ));
-        };
+            )),
+        }
+    }
+
+    fn function(&mut self, value: &Value, path: &str) -> Result<Function> {
+        let map = self.counted(value, path, "a function")?;
         let factor_fields = self.catalog.names(FieldKind::has_value_factor);
         let decay_fields = self.catalog.names(FieldKind::decays);
         let offered: Vec<&str> = FUNCTION_KINDS

@@ -7,6 +7,9 @@
 //! With `AGENTSEARCH_QUERY_CORPUS=<dir>`, the schemas and the documents with their verdicts are
 //! written there, for an independent validator (`scripts/check-query-schema.py`).
 
+mod common;
+use common::PARSER_ONLY;
+
 use std::io::Write;
 
 use agentsearch_query::{Catalog, FieldDef, FieldKind, parse, schema};
@@ -495,18 +498,6 @@ impl<'c> Gen<'c> {
         }
     }
 }
-
-/// Messages of the checks a JSON Schema cannot state.
-const PARSER_ONLY: &[&str] = &[
-    "not a date that exists",
-    "not a time that exists",
-    "impossible UTC offset",
-    "not a usable regular expression",
-    "limit + offset",
-    "nested at most",
-    "at most 256 nodes",
-    "at most 16 regex, fuzzy and prefix nodes",
-];
 
 fn check(catalog: &Catalog, seed: u64, documents: usize) -> Vec<(Value, bool)> {
     let schema = schema(catalog);

@@ -3,6 +3,9 @@
 //! validator's (accepting only what the schema accepts, refusing what it accepts only for the
 //! documented checks a schema cannot state).
 
+mod common;
+use common::PARSER_ONLY;
+
 use agentsearch_query::{Catalog, parse, schema};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -98,18 +101,6 @@ fn json_value() -> impl Strategy<Value = Value> {
         ]
     })
 }
-
-/// Messages of the checks a JSON Schema cannot state (see `tests/agreement.rs`).
-const PARSER_ONLY: &[&str] = &[
-    "not a date that exists",
-    "not a time that exists",
-    "impossible UTC offset",
-    "not a usable regular expression",
-    "limit + offset",
-    "nested at most",
-    "at most 256 nodes",
-    "at most 16 regex, fuzzy and prefix nodes",
-];
 
 /// Objects shaped like nodes (a `type` and the properties of some kind, with values of any
 /// type), nested through `boolean` and `functionScore`, with now and then a stray property.
