@@ -42,6 +42,9 @@ pub fn settings(config: &Config) -> RouterSettings {
         search: config.search.clone(),
         context: config.context,
         replication: config.shards.replication as usize,
+        write_quorum: config.shards.effective_write_quorum(),
+        hedge_after: (config.shards.hedge_after_ms > 0)
+            .then(|| std::time::Duration::from_millis(config.shards.hedge_after_ms)),
         embed_batch_size: config.embed.batch_size,
     }
 }
@@ -156,6 +159,10 @@ pub async fn serve_embedded(
     auth.check_bind(config.grpc, "the gRPC API")?;
     let embedder = load_embedder(&config)?;
     let router = embedded_node(&config, embedder, load_demo).await?;
+    tokio::spawn(router.clone().keep_repairing(
+        Duration::from_secs(config.shards.repair_secs),
+        std::future::pending(),
+    ));
     if !auth.enabled() {
         tracing::warn!("authentication is off: allowed only because every listener is on loopback");
     }
@@ -325,6 +332,10 @@ pub async fn serve_router(
             .with_drain(Duration::from_secs(config.server.drain_secs))
             .with_limits(config.limits.clone()),
     );
+    tokio::spawn(router.clone().keep_repairing(
+        Duration::from_secs(config.shards.repair_secs),
+        std::future::pending(),
+    ));
     let access = RestAccess::from_config(&config.http);
     let tls = ServerTls::load(&config.tls)?;
     agentsearch_router::serve(

@@ -321,6 +321,36 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
     }
 }
 
+impl From<agentsearch_common::shard::ExportToolsRequest> for pb::ExportToolsRequest {
+    fn from(r: agentsearch_common::shard::ExportToolsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+        }
+    }
+}
+
+impl From<pb::ExportToolsRequest> for agentsearch_common::shard::ExportToolsRequest {
+    fn from(r: pb::ExportToolsRequest) -> Self {
+        Self {
+            project_id: r.project_id,
+            integration: r.integration,
+        }
+    }
+}
+
+/// Tools as a shard exports them.
+pub fn exported_tools(tools: Vec<IndexedTool>) -> pb::ExportToolsResponse {
+    pb::ExportToolsResponse {
+        tools: indexed_tools(tools),
+    }
+}
+
+/// Tools of an export, checked.
+pub fn exported_tools_from(response: pb::ExportToolsResponse) -> Result<Vec<IndexedTool>, Error> {
+    indexed_tools_from(response.tools)
+}
+
 fn indexed_tools(tools: Vec<IndexedTool>) -> Vec<pb::IndexedTool> {
     tools
         .into_iter()

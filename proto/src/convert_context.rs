@@ -2,10 +2,10 @@
 //! `agentsearch_common::shard`. Plain field-for-field mappings in both directions.
 
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, FieldData, FieldDecl,
-    FieldValue, IndexedRecord, IndexedSegment, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, RecordInfo, SegmentData, SegmentHit, SegmentUpsertRequest, ShardTimings,
-    SyncScope,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
+    FieldData, FieldDecl, FieldValue, IndexedRecord, IndexedSegment, ListRecordsRequest,
+    ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, RecordVersion,
+    SegmentData, SegmentHit, SegmentUpsertRequest, ShardTimings, SyncScope,
 };
 
 use crate::shard_v1 as pb;
@@ -73,6 +73,24 @@ same_fields!(
     pb::UpsertSegmentsRequest,
     [project_id, sync_id],
     [records, fields]
+);
+same_fields!(
+    ListRecordsRequest,
+    pb::ListRecordsRequest,
+    [project_id, sync_id, after, limit],
+    []
+);
+same_fields!(
+    RecordVersion,
+    pb::RecordVersion,
+    [record_id, generation],
+    []
+);
+same_fields!(
+    ExportRecordsRequest,
+    pb::ExportRecordsRequest,
+    [project_id, sync_id, record_ids],
+    []
 );
 same_fields!(
     RecordDeleteRequest,

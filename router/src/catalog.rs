@@ -161,6 +161,7 @@ impl Router {
         })
         .await;
         self.invalidate_placements(&project_id);
+        self.invalidate_stale(&project_id);
         outcome
     }
 
@@ -193,6 +194,7 @@ impl Router {
         })
         .await;
         self.invalidate_placements(project_id);
+        self.invalidate_stale(project_id);
         outcome
     }
 
@@ -201,6 +203,7 @@ impl Router {
             store: self.store.clone(),
             shards: self.shards.clone(),
             replication: self.settings.replication,
+            write_quorum: self.settings.write_quorum,
             project_id: project_id.to_string(),
             request_id: request_id.to_string(),
         }

@@ -7,14 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsearch_common::Result;
 use agentsearch_common::shard::{IndexedTool, ShardDeleteRequest, ShardUpsertRequest};
-use agentsearch_common::{Error, Result};
-use agentsearch_store::{CatalogEntry, MetadataStore};
+use agentsearch_store::{CatalogEntry, MetadataStore, STALE_INTEGRATION};
 
-use crate::all_replicas;
 use crate::catalog::{DeleteOutcome, PreparedBatch, UpsertOutcome};
 use crate::placement::rendezvous;
-use crate::shards::{ShardClient, ShardSet};
+use crate::quorum::Quorum;
+use crate::shards::ShardSet;
 
 /// Time a shard has to index one batch.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -24,6 +24,8 @@ pub(crate) struct CatalogWrite {
     pub(crate) store: Arc<dyn MetadataStore>,
     pub(crate) shards: ShardSet,
     pub(crate) replication: usize,
+    /// Acknowledgements each integration's write needs (see [`crate::quorum`]).
+    pub(crate) write_quorum: usize,
     pub(crate) project_id: String,
     pub(crate) request_id: String,
 }
@@ -79,35 +81,35 @@ impl CatalogWrite {
                 .push(tool);
         }
         let placements = self.store.placements(project_id).await?;
-        let mut by_shard: BTreeMap<String, Vec<IndexedTool>> = BTreeMap::new();
+        let mut by_shard: BTreeMap<String, (Vec<String>, Vec<IndexedTool>)> = BTreeMap::new();
         for (integration, tools) in by_integration {
             let placed = match placements.iter().find(|p| p.integration == integration) {
                 Some(p) => p.shard_ids.clone(),
                 None => self.place(&integration).await?,
             };
             for shard_id in placed {
-                self.placed_shard(&integration, &shard_id)?;
-                by_shard
-                    .entry(shard_id)
-                    .or_default()
-                    .extend(tools.iter().cloned());
+                let (integrations, batch) = by_shard.entry(shard_id).or_default();
+                integrations.push(integration.clone());
+                batch.extend(tools.iter().cloned());
             }
         }
-        let writes = by_shard.into_iter().map(|(shard_id, tools)| {
-            let client = self.shards.get(&shard_id);
-            let request = ShardUpsertRequest {
-                project_id: project_id.to_string(),
-                tools,
-            };
-            async move {
-                let client =
-                    client.ok_or_else(|| Error::Unavailable("a shard is not available".into()))?;
-                client
-                    .upsert_tools(request, &self.request_id, WRITE_TIMEOUT)
-                    .await
-            }
-        });
-        all_replicas(writes).await?;
+        let targets: Vec<(String, Vec<String>)> = by_shard
+            .iter()
+            .map(|(shard, (integrations, _))| (shard.clone(), integrations.clone()))
+            .collect();
+        self.quorum()
+            .write(&targets, |shard, client| {
+                let request = ShardUpsertRequest {
+                    project_id: project_id.to_string(),
+                    tools: by_shard[shard].1.clone(),
+                };
+                async move {
+                    client
+                        .upsert_tools(request, &self.request_id, WRITE_TIMEOUT)
+                        .await
+                }
+            })
+            .await?;
 
         // 3. Old copies leave the integrations they moved out of.
         self.delete_from_shards(stale_by_integration(&pending))
@@ -171,27 +173,46 @@ impl CatalogWrite {
             return Ok(());
         }
         let placements = self.store.placements(&self.project_id).await?;
-        let mut calls = Vec::new();
+        let mut targets: Vec<(String, Vec<String>)> = Vec::new();
+        let mut requests: Vec<ShardDeleteRequest> = Vec::new();
         for (integration, names) in by_integration {
             let Some(placement) = placements.iter().find(|p| p.integration == integration) else {
                 continue;
             };
             for shard_id in &placement.shard_ids {
-                let client = self.placed_shard(&integration, shard_id)?;
-                let request = ShardDeleteRequest {
+                targets.push((shard_id.clone(), vec![integration.clone()]));
+                requests.push(ShardDeleteRequest {
                     project_id: self.project_id.clone(),
                     integration: integration.clone(),
                     names: names.clone(),
-                };
-                calls.push(async move {
-                    client
-                        .delete_tools(request, &self.request_id, WRITE_TIMEOUT)
-                        .await
                 });
             }
         }
-        all_replicas(calls).await?;
+        // Targets and requests pair up by position; `write` calls each target once, in order.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        self.quorum()
+            .write(&targets, |_, client| {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let request = requests[i].clone();
+                async move {
+                    client
+                        .delete_tools(request, &self.request_id, WRITE_TIMEOUT)
+                        .await
+                }
+            })
+            .await?;
         Ok(())
+    }
+
+    fn quorum(&self) -> Quorum<'_> {
+        Quorum {
+            store: self.store.as_ref(),
+            shards: &self.shards,
+            project_id: &self.project_id,
+            kind: STALE_INTEGRATION,
+            quorum: self.write_quorum,
+            request_id: &self.request_id,
+        }
     }
 
     /// Places an integration that has no placement, by rendezvous hashing over the shards (the
@@ -206,21 +227,6 @@ impl CatalogWrite {
         let placed = self.store.place(project_id, integration, &chosen).await?;
         tracing::info!(project_id, integration, shards = ?placed, "integration placed");
         Ok(placed)
-    }
-
-    /// The client of a shard an integration is placed on; an error if that shard is not configured
-    /// (the shard set changed since the placement was recorded).
-    fn placed_shard(&self, integration: &str, shard_id: &str) -> Result<ShardClient> {
-        self.shards.get(shard_id).ok_or_else(|| {
-            tracing::error!(
-                integration,
-                shard_id,
-                "integration placed on a shard that is not configured"
-            );
-            Error::Unavailable(format!(
-                "a shard holding integration `{integration}` is not available"
-            ))
-        })
     }
 }
 

@@ -42,9 +42,11 @@ use crate::context_api::{
 };
 use crate::context_write::RecordWrite;
 use crate::placement::rendezvous;
+use crate::replicas::{Alternatives, PartPlan, Planner, StaleSet, run_part};
 use crate::search::{TraceRecorder, fuse_keyed};
 use crate::shards::ShardClient;
 use crate::{Router, detached};
+use agentsearch_store::STALE_SYNC;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UpsertRecordsOutcome {
@@ -285,17 +287,21 @@ impl Router {
         // (a client disconnecting) cannot stop it between the shards and the store.
         let write = RecordWrite {
             store: self.store.clone(),
-            clients: self.sync_clients(&sync)?,
+            shards: self.shards.clone(),
+            replicas: sync.shard_ids.clone(),
+            write_quorum: self.settings.write_quorum,
             project_id: project_id.to_string(),
             sync_id: sync_id.to_string(),
             request_id: request_id.to_string(),
             fields: sync.fields.clone(),
         };
-        let (upserted, segments, generation) = detached(async move {
+        let written = detached(async move {
             let _serial = serial;
             write.upsert(indexed).await
         })
-        .await?;
+        .await;
+        self.invalidate_stale(project_id);
+        let (upserted, segments, generation) = written?;
         tracing::debug!(
             request_id,
             sync_id,
@@ -343,17 +349,21 @@ impl Router {
         let serial = self.write_locks.lock(&format!("sync:{sync_id}")).await;
         let write = RecordWrite {
             store: self.store.clone(),
-            clients: self.sync_clients(&sync)?,
+            shards: self.shards.clone(),
+            replicas: sync.shard_ids.clone(),
+            write_quorum: self.settings.write_quorum,
             project_id: project_id.to_string(),
             sync_id: sync_id.to_string(),
             request_id: request_id.to_string(),
             fields: sync.fields.clone(),
         };
-        detached(async move {
+        let deleted = detached(async move {
             let _serial = serial;
             write.delete(unique).await
         })
-        .await
+        .await;
+        self.invalidate_stale(project_id);
+        deleted
     }
 
     /// Replaces the members of the named groups of a sync.
@@ -369,19 +379,6 @@ impl Router {
             .put_group_members(project_id, sync_id, &groups)
             .await?;
         Ok(groups.len() as u32)
-    }
-
-    /// Every replica of a sync; an error if one is not configured (writes need them all).
-    fn sync_clients(&self, sync: &SyncRow) -> Result<Vec<ShardClient>> {
-        sync.shard_ids
-            .iter()
-            .map(|id| {
-                self.shards.get(id).ok_or_else(|| {
-                    tracing::error!(sync_id = %sync.id, shard_id = %id, "sync placed on a shard that is not configured");
-                    Error::Unavailable("a shard holding this sync is not available".into())
-                })
-            })
-            .collect()
     }
 
     /// The syncs a search covers and the caller's principal tokens in each, with the identities
@@ -503,7 +500,25 @@ impl Router {
         let structured_only = typed.is_some() && !has_words;
 
         // The query embedding and the global lexical statistics, together.
-        let first_parts = self.segment_parts(&scopes, &HashMap::new());
+        let salt = crate::replicas::salt_of(request_id);
+        let stale = self.stale_replicas(&req.project_id).await;
+        let first_parts = self.segment_parts(&scopes, salt, &stale);
+        let alternatives = |keys: &[usize], tried: &HashSet<String>| {
+            let mut planner = Planner::new(&self.shards, keys.len(), salt);
+            let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            let mut orphans = Vec::new();
+            for &i in keys {
+                let sync = &scopes[i].sync;
+                let skip = |s: &String| {
+                    tried.contains(s) || stale.skips(STALE_SYNC, &sync.id, &sync.shard_ids, s)
+                };
+                match planner.pick(&sync.shard_ids, skip) {
+                    Some(id) => groups.entry(id).or_default().push(i),
+                    None => orphans.push(i),
+                }
+            }
+            (groups.into_iter().collect::<Vec<_>>(), orphans)
+        };
         let embed = async {
             if !req.mode.dense() || scopes.is_empty() || !has_words {
                 return None;
@@ -524,7 +539,14 @@ impl Router {
             }
             let t = Instant::now();
             let stats = self
-                .context_stats(&req, &first_parts, &scopes, request_id, deadline)
+                .context_stats(
+                    &req,
+                    &first_parts,
+                    &scopes,
+                    &alternatives,
+                    request_id,
+                    deadline,
+                )
                 .instrument(tracing::info_span!("term_stats"))
                 .await;
             Some((stats, t.elapsed()))
@@ -590,44 +612,50 @@ impl Router {
                 .map(|(_, fields)| fields.clone())
                 .unwrap_or_default(),
         };
-        let mut answers: Vec<ShardAnswer> = Vec::new();
-        let mut tried: HashMap<String, Vec<String>> = HashMap::new();
-        let mut parts = first_parts;
-        let mut failed_syncs: Vec<usize> = Vec::new();
-        for round in 0..2 {
-            let calls = parts.iter().map(|(shard_id, members)| {
-                let client = self.shards.get(shard_id);
-                let request = request_for(
-                    members
-                        .iter()
-                        .map(|&i| SyncScope {
-                            sync_id: scopes[i].sync.id.clone(),
-                            principals: scopes[i].principals.clone(),
-                            source: scopes[i].sync.source.clone(),
-                        })
-                        .collect(),
-                );
-                async move {
-                    let t = Instant::now();
-                    let timeout = deadline.saturating_duration_since(Instant::now());
-                    let result = match client {
-                        Some(c) => c.search_segments(request, request_id, timeout).await,
-                        None => Err(Error::Unavailable("shard not configured".into())),
-                    };
-                    (result, t.elapsed())
+        let plan = PartPlan {
+            shards: &self.shards,
+            alternatives: &alternatives,
+            hedge_after: self.settings.hedge_after,
+            deadline: tokio::time::Instant::from_std(deadline),
+            rpc: "search_segments",
+        };
+        let typed_on = typed.is_some();
+        let call = |_: &str, client: ShardClient, members: Vec<usize>, timeout| {
+            let request = request_for(
+                members
+                    .iter()
+                    .map(|&i| SyncScope {
+                        sync_id: scopes[i].sync.id.clone(),
+                        principals: scopes[i].principals.clone(),
+                        source: scopes[i].sync.source.clone(),
+                    })
+                    .collect(),
+            );
+            async move {
+                let answer = client.search_segments(request, request_id, timeout).await?;
+                // A shard that cannot run typed queries would answer as if unrestricted.
+                if typed_on && !answer.structured {
+                    return Err(Error::Unavailable(
+                        "a shard of this deployment cannot run typed queries yet (an upgrade is \
+                         in progress); retry shortly"
+                            .into(),
+                    ));
                 }
-            });
-            let results = join_all(calls)
-                .instrument(tracing::info_span!("fanout", parts = parts.len()))
-                .await;
-            let mut retry: Vec<usize> = Vec::new();
-            for ((shard_id, members), (result, took)) in parts.iter().zip(results) {
+                Ok(answer)
+            }
+        };
+        let outcomes =
+            join_all(first_parts.iter().map(|(shard_id, members)| {
+                run_part(&plan, shard_id.clone(), members.clone(), &call)
+            }))
+            .instrument(tracing::info_span!("fanout", parts = first_parts.len()))
+            .await;
+        let mut answers: Vec<ShardAnswer> = Vec::new();
+        let mut failed_syncs: Vec<usize> = Vec::new();
+        for outcome in outcomes {
+            for (shard_id, _, answer, took) in outcome.answers {
                 if req.diagnostics {
                     trace.push(&format!("shard:{shard_id}"), took);
-                }
-                if req.diagnostics
-                    && let Ok(answer) = &result
-                {
                     let t = answer.timings;
                     for (step, ms) in [
                         ("prepare", t.prepare_ms),
@@ -641,46 +669,16 @@ impl Router {
                         );
                     }
                 }
-                // A shard that cannot run typed queries would answer as if unrestricted.
-                let result = result.and_then(|answer| {
-                    if typed.is_some() && !answer.structured {
-                        Err(Error::Unavailable(
-                            "a shard of this deployment cannot run typed queries yet (an upgrade \
-                             is in progress); retry shortly"
-                                .into(),
-                        ))
-                    } else {
-                        Ok(answer)
-                    }
-                });
-                match result {
-                    Ok(answer) => answers.push(answer),
-                    Err(err) => {
-                        tracing::warn!(request_id, shard_id = %shard_id, error = %err, "segment search failed on a shard");
-                        for &i in members {
-                            tried
-                                .entry(scopes[i].sync.id.clone())
-                                .or_default()
-                                .push(shard_id.clone());
-                            retry.push(i);
-                        }
-                    }
+                answers.push(answer);
+            }
+            if req.diagnostics {
+                for (shard_id, took) in &outcome.failed_calls {
+                    trace.push(&format!("shard:{shard_id}"), *took);
                 }
             }
-            if retry.is_empty() {
-                break;
-            }
-            if round == 1 || Instant::now() >= deadline {
-                failed_syncs.extend(retry);
-                break;
-            }
-            // Syncs with no other replica stay failed; the others are tried once more.
-            parts = self.segment_parts_of(&scopes, &retry, &tried);
-            let placed: HashSet<usize> =
-                parts.iter().flat_map(|(_, m)| m.iter().copied()).collect();
-            failed_syncs.extend(retry.into_iter().filter(|i| !placed.contains(i)));
-            if parts.is_empty() {
-                break;
+            for (shard_id, members, err) in outcome.failed {
+                tracing::warn!(request_id, shard_id = %shard_id, error = %err, "segment search failed on a shard");
+                failed_syncs.extend(members);
             }
         }
         trace.step("fanout");
@@ -957,33 +955,20 @@ impl Router {
         })
     }
 
-    /// Syncs (by position in `scopes`) grouped by the first configured shard holding them.
+    /// Syncs (by position in `scopes`) grouped by the least loaded shard holding them.
     fn segment_parts(
         &self,
         scopes: &[Scope],
-        tried: &HashMap<String, Vec<String>>,
+        salt: usize,
+        stale: &StaleSet,
     ) -> Vec<(String, Vec<usize>)> {
-        let all: Vec<usize> = (0..scopes.len()).collect();
-        self.segment_parts_of(scopes, &all, tried)
-    }
-
-    /// Like [`Router::segment_parts`] for some of the syncs, skipping shards already tried.
-    fn segment_parts_of(
-        &self,
-        scopes: &[Scope],
-        members: &[usize],
-        tried: &HashMap<String, Vec<String>>,
-    ) -> Vec<(String, Vec<usize>)> {
+        let mut planner = Planner::new(&self.shards, scopes.len(), salt);
         let mut by_shard: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for &i in members {
-            let sync = &scopes[i].sync;
-            let skip = tried.get(&sync.id);
-            if let Some(id) = sync
-                .shard_ids
-                .iter()
-                .find(|id| self.shards.get(id).is_some() && skip.is_none_or(|t| !t.contains(id)))
-            {
-                by_shard.entry(id.clone()).or_default().push(i);
+        for (i, scope) in scopes.iter().enumerate() {
+            let sync = &scope.sync;
+            let skip = |s: &String| stale.skips(STALE_SYNC, &sync.id, &sync.shard_ids, s);
+            if let Some(id) = planner.pick(&sync.shard_ids, skip) {
+                by_shard.entry(id).or_default().push(i);
             }
         }
         by_shard.into_iter().collect()
@@ -995,30 +980,41 @@ impl Router {
         req: &ContextSearch,
         parts: &[(String, Vec<usize>)],
         scopes: &[Scope],
+        alternatives: &(dyn Fn(&[usize], &HashSet<String>) -> Alternatives<usize> + Sync),
         request_id: &str,
         deadline: Instant,
     ) -> TermStats {
-        let calls = parts.iter().filter_map(|(shard_id, members)| {
-            let client = self.shards.get(shard_id)?;
+        let plan = PartPlan {
+            shards: &self.shards,
+            alternatives,
+            hedge_after: self.settings.hedge_after,
+            deadline: tokio::time::Instant::from_std(deadline),
+            rpc: "context_term_stats",
+        };
+        let call = |_: &str, client: ShardClient, members: Vec<usize>, timeout| {
             let request = ContextStatsRequest {
                 project_id: req.project_id.clone(),
                 sync_ids: members.iter().map(|&i| scopes[i].sync.id.clone()).collect(),
                 query: req.query.clone(),
             };
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            Some(async move {
+            async move {
                 client
                     .context_term_stats(request, request_id, timeout)
                     .await
-            })
-        });
+            }
+        };
+        let outcomes =
+            join_all(parts.iter().map(|(shard_id, members)| {
+                run_part(&plan, shard_id.clone(), members.clone(), &call)
+            }))
+            .await;
         let mut total = TermStats::default();
-        for result in join_all(calls).await {
-            match result {
-                Ok(stats) => total.merge(&stats),
-                Err(err) => {
-                    tracing::warn!(request_id, error = %err, "segment statistics failed on a shard")
-                }
+        for outcome in outcomes {
+            for (_, _, stats, _) in &outcome.answers {
+                total.merge(stats);
+            }
+            for (shard_id, _, err) in &outcome.failed {
+                tracing::warn!(request_id, shard_id = %shard_id, error = %err, "segment statistics failed on a shard");
             }
         }
         total
@@ -1052,7 +1048,11 @@ impl Router {
         };
         let timeout = Duration::from_millis(self.settings.search.deadline_ms);
         let mut last_error = Error::Unavailable("no shard holding this sync is available".into());
+        let stale = self.stale_replicas(&req.project_id).await;
         for shard_id in &sync.shard_ids {
+            if stale.skips(STALE_SYNC, &sync.id, &sync.shard_ids, shard_id) {
+                continue;
+            }
             let Some(client) = self.shards.get(shard_id) else {
                 continue;
             };

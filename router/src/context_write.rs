@@ -7,7 +7,8 @@
 //!    pending entry, so a record a shard holds is always one the store knows and can delete,
 //!    whatever the moment the write is interrupted (client gone, router killed, a replica or the
 //!    store failing);
-//! 2. every replica is written, in calls of bounded size;
+//! 2. every replica is written, in calls of bounded size, under the write quorum (see
+//!    [`crate::quorum`]: a replica that misses the write is marked stale);
 //! 3. the store records the final entries, the ACL tokens and a new sync generation.
 //!
 //! A delete sends every named id to every replica, known to the store or not, then removes the
@@ -18,11 +19,11 @@ use std::time::Duration;
 
 use agentsearch_common::shard::{IndexedRecord, RecordDeleteRequest, SegmentUpsertRequest};
 use agentsearch_common::{Error, Result};
-use agentsearch_store::{MetadataStore, RecordEntry};
+use agentsearch_store::{MetadataStore, RecordEntry, STALE_SYNC};
 
-use crate::all_replicas;
 use crate::context::DeleteRecordsOutcome;
-use crate::shards::ShardClient;
+use crate::quorum::Quorum;
+use crate::shards::ShardSet;
 
 /// Time a shard has to index one batch.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -32,8 +33,11 @@ const SEGMENTS_PER_WRITE: usize = 4096;
 /// What a write of one sync's records needs, owned, so it can run on its own task.
 pub(crate) struct RecordWrite {
     pub(crate) store: Arc<dyn MetadataStore>,
-    /// Every replica of the sync.
-    pub(crate) clients: Vec<ShardClient>,
+    pub(crate) shards: ShardSet,
+    /// Every replica of the sync, by shard id.
+    pub(crate) replicas: Vec<String>,
+    /// Acknowledgements the write needs (see [`crate::quorum`]).
+    pub(crate) write_quorum: usize,
     pub(crate) project_id: String,
     pub(crate) sync_id: String,
     pub(crate) request_id: String,
@@ -58,32 +62,33 @@ impl RecordWrite {
         // 2. Every replica, in calls of bounded size.
         let segments: u64 = records.iter().map(|(r, _)| r.segments.len() as u64).sum();
         let chunks = chunked(records.iter().map(|(r, _)| r.clone()));
-        let writes = self.clients.iter().map(|client| {
-            let chunks = chunks.clone();
-            async move {
-                for records in chunks {
-                    let request = SegmentUpsertRequest {
-                        project_id: project_id.to_string(),
-                        sync_id: sync_id.to_string(),
-                        records,
-                        fields: self.fields.clone(),
-                    };
-                    let answer = client
-                        .upsert_segments(request, &self.request_id, WRITE_TIMEOUT)
-                        .await?;
-                    // A shard that predates record fields would drop them: not a write.
-                    if !answer.fields_indexed {
-                        return Err(Error::Unavailable(
-                            "a shard of this deployment cannot index record fields yet (an \
-                             upgrade is in progress); retry shortly"
-                                .into(),
-                        ));
+        self.quorum()
+            .write(&self.targets(), |_, client| {
+                let chunks = chunks.clone();
+                async move {
+                    for records in chunks {
+                        let request = SegmentUpsertRequest {
+                            project_id: project_id.to_string(),
+                            sync_id: sync_id.to_string(),
+                            records,
+                            fields: self.fields.clone(),
+                        };
+                        let answer = client
+                            .upsert_segments(request, &self.request_id, WRITE_TIMEOUT)
+                            .await?;
+                        // A shard that predates record fields would drop them: not a write.
+                        if !answer.fields_indexed {
+                            return Err(Error::Unavailable(
+                                "a shard of this deployment cannot index record fields yet (an \
+                                 upgrade is in progress); retry shortly"
+                                    .into(),
+                            ));
+                        }
                     }
+                    Ok::<_, Error>(())
                 }
-                Ok::<_, Error>(())
-            }
-        });
-        all_replicas(writes).await?;
+            })
+            .await?;
 
         // 3. Final entries.
         let entries: Vec<RecordEntry> = records
@@ -122,19 +127,20 @@ impl RecordWrite {
             .mark_records_pending(project_id, sync_id, &found)
             .await?;
         // Every id goes to every replica: one the store does not know may still be on a shard.
-        let deletes = self.clients.iter().map(|client| {
-            let request = RecordDeleteRequest {
-                project_id: project_id.to_string(),
-                sync_id: sync_id.to_string(),
-                record_ids: ids.clone(),
-            };
-            async move {
-                client
-                    .delete_records(request, &self.request_id, WRITE_TIMEOUT)
-                    .await
-            }
-        });
-        let held = all_replicas(deletes)
+        let held = self
+            .quorum()
+            .write(&self.targets(), |_, client| {
+                let request = RecordDeleteRequest {
+                    project_id: project_id.to_string(),
+                    sync_id: sync_id.to_string(),
+                    record_ids: ids.clone(),
+                };
+                async move {
+                    client
+                        .delete_records(request, &self.request_id, WRITE_TIMEOUT)
+                        .await
+                }
+            })
             .await?
             .iter()
             .map(|w| w.affected)
@@ -150,6 +156,27 @@ impl RecordWrite {
             not_found: (ids.len() as u64 - deleted) as u32,
             generation,
         })
+    }
+}
+
+impl RecordWrite {
+    /// One call per replica, each covering the sync.
+    fn targets(&self) -> Vec<(String, Vec<String>)> {
+        self.replicas
+            .iter()
+            .map(|shard| (shard.clone(), vec![self.sync_id.clone()]))
+            .collect()
+    }
+
+    fn quorum(&self) -> Quorum<'_> {
+        Quorum {
+            store: self.store.as_ref(),
+            shards: &self.shards,
+            project_id: &self.project_id,
+            kind: STALE_SYNC,
+            quorum: self.write_quorum,
+            request_id: &self.request_id,
+        }
     }
 }
 

@@ -24,6 +24,9 @@ pub mod lookup;
 pub mod mcp;
 pub mod meta_tools;
 pub mod placement;
+mod quorum;
+pub mod repair;
+mod replicas;
 pub mod rest;
 pub mod rest_body;
 pub mod rest_context;
@@ -61,6 +64,12 @@ pub struct RouterSettings {
     pub context: ContextConfig,
     /// Shards per integration.
     pub replication: usize,
+    /// Acknowledgements a write needs from the replicas of each integration or sync (at most
+    /// `replication`; see [`quorum`]).
+    pub write_quorum: usize,
+    /// A search part still unanswered after this long is asked of other replicas too (`None`:
+    /// never).
+    pub hedge_after: Option<Duration>,
     pub embed_batch_size: usize,
 }
 
@@ -73,6 +82,8 @@ pub struct Router {
     /// Per-user schemas of the integrations that hydrate them; `None`: every schema is static.
     hydration: Option<Arc<HydrationService>>,
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
+    /// Each project's stale replicas, as last read from the store.
+    stale_cache: Mutex<HashMap<String, (Instant, Arc<replicas::StaleSet>)>>,
     /// Writes to one project's catalog, or to one sync's records, run one at a time.
     write_locks: KeyedLocks,
     lifecycle: health::Lifecycle,
@@ -107,6 +118,7 @@ impl Router {
             settings,
             hydration: None,
             placement_cache: Mutex::new(HashMap::new()),
+            stale_cache: Mutex::new(HashMap::new()),
             write_locks: KeyedLocks::default(),
             lifecycle: health::Lifecycle::default(),
             drain: Duration::ZERO,
@@ -177,6 +189,35 @@ impl Router {
     fn invalidate_placements(&self, project_id: &str) {
         self.placement_cache.lock().remove(project_id);
     }
+
+    /// The project's replicas that missed writes, cached for [`PLACEMENT_TTL`]. A store that
+    /// cannot answer leaves the last known set (none at first): reads go on.
+    pub(crate) async fn stale_replicas(&self, project_id: &str) -> Arc<replicas::StaleSet> {
+        let cached = self.stale_cache.lock().get(project_id).cloned();
+        if let Some((at, stale)) = &cached
+            && at.elapsed() < PLACEMENT_TTL
+        {
+            return stale.clone();
+        }
+        match self.store.stale_replicas(Some(project_id)).await {
+            Ok(marks) => {
+                let stale = Arc::new(replicas::StaleSet::of(marks));
+                self.stale_cache
+                    .lock()
+                    .insert(project_id.to_string(), (Instant::now(), stale.clone()));
+                stale
+            }
+            Err(err) => {
+                tracing::warn!(project_id, error = %err, "reading stale replicas failed");
+                cached.map(|(_, s)| s).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Forgets the cached stale replicas of a project (after a write or a repair changed them).
+    pub(crate) fn invalidate_stale(&self, project_id: &str) {
+        self.stale_cache.lock().remove(project_id);
+    }
 }
 
 fn admission_of(limits: &LimitsConfig) -> Admission {
@@ -196,13 +237,4 @@ pub(crate) async fn detached<T: Send + 'static>(
     tokio::spawn(tracing::Instrument::in_current_span(write))
         .await
         .map_err(|e| agentsearch_common::Error::Internal(format!("write task failed: {e}")))?
-}
-
-/// Waits for every call of a write (one per replica or shard) and fails if any failed. Unlike
-/// `try_join_all` it never abandons a call in flight when another fails: each shard's answer is
-/// waited for, so a write a shard applies is never one its caller stopped listening to.
-pub(crate) async fn all_replicas<T>(
-    calls: impl IntoIterator<Item = impl std::future::Future<Output = Result<T>>>,
-) -> Result<Vec<T>> {
-    futures::future::join_all(calls).await.into_iter().collect()
 }

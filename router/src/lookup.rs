@@ -2,6 +2,7 @@
 //! integration returns the stored record. Serves `GET .../tools/{name}` and the exact-name
 //! guarantee of search (a query naming a tool that the retrievers missed still ranks it first).
 
+use agentsearch_store::STALE_INTEGRATION;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,7 @@ impl Router {
             .iter()
             .map(|p| (p.integration.as_str(), &p.shard_ids))
             .collect();
+        let stale = self.stale_replicas(project_id).await;
         let mut found = Vec::new();
         for (integration, names) in by_integration {
             let Some(shard_ids) = shards_of.get(integration.as_str()) else {
@@ -61,6 +63,9 @@ impl Router {
             let mut last = Error::Unavailable(format!("no shard holding {integration} answered"));
             let mut answered = false;
             for id in shard_ids.iter() {
+                if stale.skips(STALE_INTEGRATION, &integration, shard_ids, id) {
+                    continue;
+                }
                 let Some(client) = self.shards.get(id) else {
                     continue;
                 };

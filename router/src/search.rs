@@ -29,7 +29,10 @@ use crate::api::{
     Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
     ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
+use crate::replicas::{Alternatives, PartPlan, Planner, run_part};
+use crate::shards::ShardClient;
 use crate::{Router, connections};
+use agentsearch_store::STALE_INTEGRATION;
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
 pub(crate) struct TraceRecorder {
@@ -295,15 +298,18 @@ impl Router {
                 message: "the project's catalog has no tools of this integration".into(),
             })
             .collect();
+        // One replica per integration, the least loaded; the others stand by (see `replicas`).
+        let salt = crate::replicas::salt_of(request_id);
+        let stale = self.stale_replicas(q.project_id).await;
+        let mut planner = Planner::new(&self.shards, scope.len(), salt);
         let mut by_shard: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for placement in &scope {
-            match placement
-                .shard_ids
-                .iter()
-                .find(|id| self.shards.get(id).is_some())
-            {
+            let (key, replicas) = (&placement.integration, &placement.shard_ids);
+            match planner.pick(replicas, |s| {
+                stale.skips(STALE_INTEGRATION, key, replicas, s)
+            }) {
                 Some(id) => by_shard
-                    .entry(id.clone())
+                    .entry(id)
                     .or_default()
                     .push(placement.integration.clone()),
                 None => errors.push(SearchError {
@@ -320,6 +326,26 @@ impl Router {
                 integrations,
             })
             .collect();
+        let replicas_of: HashMap<&str, &[String]> = scope
+            .iter()
+            .map(|p| (p.integration.as_str(), p.shard_ids.as_slice()))
+            .collect();
+        let alternatives = |keys: &[String], tried: &HashSet<String>| {
+            let mut planner = Planner::new(&self.shards, keys.len(), salt);
+            let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut orphans = Vec::new();
+            for key in keys {
+                let replicas = replicas_of.get(key.as_str()).copied().unwrap_or_default();
+                let skip = |s: &String| {
+                    tried.contains(s) || stale.skips(STALE_INTEGRATION, key, replicas, s)
+                };
+                match planner.pick(replicas, skip) {
+                    Some(id) => groups.entry(id).or_default().push(key.clone()),
+                    None => orphans.push(key.clone()),
+                }
+            }
+            (groups.into_iter().collect::<Vec<_>>(), orphans)
+        };
         let inline: Vec<IndexedTool> = q
             .inline
             .iter()
@@ -356,7 +382,14 @@ impl Router {
             }
             let t = Instant::now();
             let stats = self
-                .gather_stats(q.project_id, q.query, &parts, request_id, deadline)
+                .gather_stats(
+                    q.project_id,
+                    q.query,
+                    &parts,
+                    &alternatives,
+                    request_id,
+                    deadline,
+                )
                 .instrument(tracing::info_span!("term_stats"))
                 .await;
             Some((stats, t.elapsed()))
@@ -448,7 +481,7 @@ impl Router {
         };
         let first_request = |integrations| shard_request(integrations, stats.clone());
         let catalog_search = self
-            .fan_out(&parts, &first_request, request_id, deadline)
+            .fan_out(&parts, &alternatives, &first_request, request_id, deadline)
             .instrument(tracing::info_span!("fanout", parts = parts.len()));
         let ((mut answers, steps, failures), inline_answer) =
             tokio::join!(catalog_search, inline_search);
@@ -473,50 +506,6 @@ impl Router {
                         });
                     }
                 }
-            }
-        }
-        // Retry the integrations of failed shards once, on their next replica, within the deadline.
-        let failed: Vec<String> = errors
-            .iter()
-            .filter(|e| e.code != "UNKNOWN_INTEGRATION" && e.code != INLINE_UNAVAILABLE)
-            .map(|e| e.integration.clone())
-            .collect();
-        if !failed.is_empty() && Instant::now() < deadline {
-            let retry = self.replica_parts(&scope, &failed, &parts);
-            if !retry.is_empty() {
-                // The statistics gathered first lack the failed shard's part: add the replicas'.
-                let retry_stats = match &stats {
-                    Some(first) => {
-                        let mut merged = first.clone();
-                        merged.merge(
-                            &self
-                                .gather_stats(q.project_id, q.query, &retry, request_id, deadline)
-                                .await,
-                        );
-                        Some(merged)
-                    }
-                    None => None,
-                };
-                let (more, steps, retry_errors) = self
-                    .fan_out(
-                        &retry,
-                        &|integrations| shard_request(integrations, retry_stats.clone()),
-                        request_id,
-                        deadline,
-                    )
-                    .await;
-                for (label, took) in steps {
-                    trace.push(&format!("retry:{label}"), took);
-                }
-                let recovered: HashSet<String> = retry
-                    .iter()
-                    .flat_map(|p| p.integrations.iter().cloned())
-                    .filter(|i| !retry_errors.iter().any(|e| &e.integration == i))
-                    .collect();
-                errors.retain(|e| {
-                    e.code == INLINE_UNAVAILABLE || !recovered.contains(&e.integration)
-                });
-                answers.extend(more);
             }
         }
         trace.step("fanout");
@@ -1018,26 +1007,41 @@ impl Router {
         project_id: &str,
         query: &str,
         parts: &[Part],
+        alternatives: &(dyn Fn(&[String], &HashSet<String>) -> Alternatives<String> + Sync),
         request_id: &str,
         deadline: Instant,
     ) -> TermStats {
-        let calls = parts.iter().filter_map(|part| {
-            let client = self.shards.get(&part.shard_id)?;
+        let plan = PartPlan {
+            shards: &self.shards,
+            alternatives,
+            hedge_after: self.settings.hedge_after,
+            deadline: tokio::time::Instant::from_std(deadline),
+            rpc: "term_stats",
+        };
+        let call = |_: &str, client: ShardClient, integrations: Vec<String>, timeout| {
             let request = TermStatsRequest {
                 project_id: project_id.to_string(),
-                integrations: part.integrations.clone(),
+                integrations,
                 query: query.to_string(),
             };
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            Some(async move { client.term_stats(request, request_id, timeout).await })
-        });
+            async move { client.term_stats(request, request_id, timeout).await }
+        };
+        let outcomes = join_all(parts.iter().map(|part| {
+            run_part(
+                &plan,
+                part.shard_id.clone(),
+                part.integrations.clone(),
+                &call,
+            )
+        }))
+        .await;
         let mut total = TermStats::default();
-        for result in join_all(calls).await {
-            match result {
-                Ok(stats) => total.merge(&stats),
-                Err(err) => {
-                    tracing::warn!(request_id, error = %err, "term statistics failed on a shard")
-                }
+        for outcome in outcomes {
+            for (_, _, stats, _) in &outcome.answers {
+                total.merge(stats);
+            }
+            for (shard_id, _, err) in &outcome.failed {
+                tracing::warn!(request_id, shard_id = %shard_id, error = %err, "term statistics failed on a shard");
             }
         }
         total
@@ -1048,6 +1052,7 @@ impl Router {
     async fn fan_out(
         &self,
         parts: &[Part],
+        alternatives: &(dyn Fn(&[String], &HashSet<String>) -> Alternatives<String> + Sync),
         make: &(dyn Fn(Vec<String>) -> ShardSearchRequest + Sync),
         request_id: &str,
         deadline: Instant,
@@ -1056,25 +1061,32 @@ impl Router {
         Vec<(String, Duration)>,
         Vec<SearchError>,
     ) {
-        let calls = parts.iter().map(|part| {
-            let client = self.shards.get(&part.shard_id);
-            let request = make(part.integrations.clone());
-            async move {
-                let t = Instant::now();
-                let timeout = deadline.saturating_duration_since(Instant::now());
-                let result = match client {
-                    Some(client) => client.search_tools(request, request_id, timeout).await,
-                    None => Err(Error::Unavailable("shard not configured".into())),
-                };
-                (part, result, t.elapsed())
-            }
-        });
+        let plan = PartPlan {
+            shards: &self.shards,
+            alternatives,
+            hedge_after: self.settings.hedge_after,
+            deadline: tokio::time::Instant::from_std(deadline),
+            rpc: "search_tools",
+        };
+        let call = |_: &str, client: ShardClient, integrations: Vec<String>, timeout| {
+            let request = make(integrations);
+            async move { client.search_tools(request, request_id, timeout).await }
+        };
+        let outcomes = join_all(parts.iter().map(|part| {
+            run_part(
+                &plan,
+                part.shard_id.clone(),
+                part.integrations.clone(),
+                &call,
+            )
+        }))
+        .await;
         let mut answers = Vec::with_capacity(parts.len());
         let mut steps = Vec::new();
         let mut errors = Vec::new();
-        for (part, result, took) in join_all(calls).await {
-            steps.push((format!("shard:{}", part.shard_id), took));
-            if let Ok(answer) = &result {
+        for outcome in outcomes {
+            for (shard_id, _, answer, took) in outcome.answers {
+                steps.push((format!("shard:{shard_id}"), took));
                 let t = answer.timings;
                 for (step, ms) in [
                     ("prepare", t.prepare_ms),
@@ -1083,28 +1095,29 @@ impl Router {
                     ("assemble", t.assemble_ms),
                 ] {
                     steps.push((
-                        format!("shard:{}:{step}", part.shard_id),
+                        format!("shard:{shard_id}:{step}"),
                         Duration::from_secs_f64(ms / 1e3),
                     ));
                 }
+                answers.push(answer);
             }
-            match result {
-                Ok(answer) => answers.push(answer),
-                Err(err) => {
-                    tracing::warn!(request_id, shard_id = %part.shard_id, error = %err, "shard search failed");
-                    let message = match &err {
-                        Error::Timeout(_) => {
-                            "the shard holding this integration did not answer in time".to_string()
-                        }
-                        _ => "the shard holding this integration is unavailable".to_string(),
-                    };
-                    for integration in &part.integrations {
-                        errors.push(SearchError {
-                            integration: integration.clone(),
-                            code: err.code().as_str().to_string(),
-                            message: message.clone(),
-                        });
+            for (shard_id, took) in outcome.failed_calls {
+                steps.push((format!("shard:{shard_id}"), took));
+            }
+            for (shard_id, integrations, err) in outcome.failed {
+                tracing::warn!(request_id, shard_id = %shard_id, error = %err, "shard search failed");
+                let message = match &err {
+                    Error::Timeout(_) => {
+                        "the shard holding this integration did not answer in time".to_string()
                     }
+                    _ => "no replica of this integration is available".to_string(),
+                };
+                for integration in integrations {
+                    errors.push(SearchError {
+                        integration,
+                        code: err.code().as_str().to_string(),
+                        message: message.clone(),
+                    });
                 }
             }
         }
@@ -1144,44 +1157,6 @@ impl Router {
             }
         }
         Err(last)
-    }
-
-    /// Parts that search `failed` integrations on a replica other than the one that failed.
-    fn replica_parts(
-        &self,
-        scope: &[&agentsearch_store::Placement],
-        failed: &[String],
-        tried: &[Part],
-    ) -> Vec<Part> {
-        let tried_on: HashMap<&str, &str> = tried
-            .iter()
-            .flat_map(|p| {
-                p.integrations
-                    .iter()
-                    .map(move |i| (i.as_str(), p.shard_id.as_str()))
-            })
-            .collect();
-        let mut by_shard: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for placement in scope.iter().filter(|p| failed.contains(&p.integration)) {
-            let previous = tried_on.get(placement.integration.as_str()).copied();
-            let next = placement
-                .shard_ids
-                .iter()
-                .find(|id| Some(id.as_str()) != previous && self.shards.get(id).is_some());
-            if let Some(id) = next {
-                by_shard
-                    .entry(id.clone())
-                    .or_default()
-                    .push(placement.integration.clone());
-            }
-        }
-        by_shard
-            .into_iter()
-            .map(|(shard_id, integrations)| Part {
-                shard_id,
-                integrations,
-            })
-            .collect()
     }
 
     /// The query's embedding and whether the query-embedding cache answered. A query that

@@ -8,11 +8,12 @@ use std::time::Duration;
 use agentsearch_common::auth::Auth;
 use agentsearch_common::metrics::{SHARD_CALL_DURATION, SHARD_CALL_FAILURES};
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
-    GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo,
-    ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats,
-    TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
+    ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
+    InlineSearchRequest, ListRecordsRequest, ReadSegmentsRequest, ReadSegmentsResponse,
+    RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
+    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
+    TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::error_from_status;
@@ -412,6 +413,81 @@ impl ShardClient {
 }
 
 impl ShardClient {
+    pub async fn export_tools(
+        &self,
+        req: ExportToolsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<Vec<IndexedTool>> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.export_tools(req).await,
+                ShardClient::Grpc(g) => {
+                    let response = g
+                        .client
+                        .clone()
+                        .export_tools(g.request(
+                            pb::ExportToolsRequest::from(req),
+                            request_id,
+                            timeout,
+                        ))
+                        .await
+                        .map_err(|s| remote(&g.addr, s))?;
+                    agentsearch_proto::convert::exported_tools_from(response.into_inner())
+                }
+            }
+        };
+        self.timed("export_tools", timeout, fut).await
+    }
+
+    pub async fn list_records(
+        &self,
+        req: ListRecordsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<Vec<RecordVersion>> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.list_records(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .list_records(g.request(pb::ListRecordsRequest::from(req), request_id, timeout))
+                    .await
+                    .map(|r| r.into_inner().records.into_iter().map(Into::into).collect())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        self.timed("list_records", timeout, fut).await
+    }
+
+    pub async fn export_records(
+        &self,
+        req: ExportRecordsRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<Vec<IndexedRecord>> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.export_records(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .export_records(g.request(
+                        pb::ExportRecordsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().records.into_iter().map(Into::into).collect())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        self.timed("export_records", timeout, fut).await
+    }
+}
+
+impl ShardClient {
     /// How metrics name this shard: its address, or `local`.
     fn label(&self) -> String {
         match self {
@@ -486,6 +562,8 @@ pub struct ShardSet {
 #[derive(Default)]
 struct Members {
     by_id: BTreeMap<String, ShardClient>,
+    /// Requests this router has in flight on each shard (by id, kept across re-keying).
+    in_flight: BTreeMap<String, Arc<std::sync::atomic::AtomicUsize>>,
     /// Every configured shard in configuration order: its address, the id it answered with, and
     /// whether the last probe reached it.
     slots: Vec<Slot>,
@@ -565,6 +643,7 @@ impl ShardSet {
         Self {
             inner: Arc::new(parking_lot::RwLock::new(Members {
                 by_id: BTreeMap::new(),
+                in_flight: BTreeMap::new(),
                 slots,
             })),
         }
@@ -629,6 +708,9 @@ impl ShardSet {
                 ));
             }
         }
+        for id in by_id.keys() {
+            members.in_flight.entry(id.clone()).or_default();
+        }
         members.by_id = by_id;
         let reachable = members.slots.iter().filter(|s| s.reachable).count();
         metrics::gauge!(agentsearch_common::metrics::SHARDS_CONFIGURED)
@@ -661,6 +743,50 @@ impl ShardSet {
 
     pub fn get(&self, id: &str) -> Option<ShardClient> {
         self.inner.read().by_id.get(id).cloned()
+    }
+
+    /// Counts one request on shard `id` until the guard is dropped (see [`ShardSet::in_flight`]).
+    pub(crate) fn begin(&self, id: &str) -> crate::replicas::InFlight {
+        let known = self.inner.read().in_flight.get(id).cloned();
+        let counter = known.unwrap_or_else(|| {
+            self.inner
+                .write()
+                .in_flight
+                .entry(id.to_string())
+                .or_default()
+                .clone()
+        });
+        crate::replicas::InFlight::new(counter)
+    }
+
+    /// Requests this router has in flight on shard `id`.
+    pub fn in_flight(&self, id: &str) -> usize {
+        self.inner
+            .read()
+            .in_flight
+            .get(id)
+            .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// A set of shards known by id and reachable, without probing them (unit tests).
+    #[cfg(test)]
+    pub(crate) fn fixed(clients: impl IntoIterator<Item = (String, ShardClient)>) -> Self {
+        let set = Self::pending(std::iter::empty());
+        {
+            let mut members = set.inner.write();
+            for (id, client) in clients {
+                members.slots.push(Slot {
+                    address: id.clone(),
+                    client: client.clone(),
+                    id: Some(id.clone()),
+                    reachable: true,
+                    last_error: None,
+                });
+                members.in_flight.entry(id.clone()).or_default();
+                members.by_id.insert(id, client);
+            }
+        }
+        set
     }
 
     /// Ids of the shards whose last probe answered.

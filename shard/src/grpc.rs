@@ -230,4 +230,49 @@ impl Shard for ShardGrpcService {
             .map_err(|e| status_from_error(&e, &rid))?;
         Ok(Response::new(response.into()))
     }
+
+    async fn export_tools(
+        &self,
+        request: Request<pb::ExportToolsRequest>,
+    ) -> Result<Response<pb::ExportToolsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let tools = self
+            .shard
+            .export_tools(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(agentsearch_proto::convert::exported_tools(
+            tools,
+        )))
+    }
+
+    async fn list_records(
+        &self,
+        request: Request<pb::ListRecordsRequest>,
+    ) -> Result<Response<pb::ListRecordsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let records = self
+            .shard
+            .list_records(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(pb::ListRecordsResponse {
+            records: records.into_iter().map(Into::into).collect(),
+        }))
+    }
+
+    async fn export_records(
+        &self,
+        request: Request<pb::ExportRecordsRequest>,
+    ) -> Result<Response<pb::ExportRecordsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let records = self
+            .shard
+            .export_records(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(pb::ExportRecordsResponse {
+            records: records.into_iter().map(Into::into).collect(),
+        }))
+    }
 }

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use agentsearch_common::auth::Auth;
 use agentsearch_common::config::{ContextConfig, LexicalConfig, LimitsConfig};
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
-    GetToolsResponse, InlineSearchRequest, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo,
-    ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats,
-    TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
+    ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
+    InlineSearchRequest, ListRecordsRequest, MAX_EXPORT_RECORDS, MAX_LIST_RECORDS,
+    ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordVersion,
+    SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
+    ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_index::tool_index::stable_id;
@@ -366,6 +367,57 @@ impl ShardApi for LocalShard {
         }
         self.segments(move |segments| Ok(segments.read(&request)?))
             .await
+    }
+
+    async fn export_tools(&self, request: ExportToolsRequest) -> Result<Vec<IndexedTool>> {
+        self.blocking(move |indexes| {
+            Ok(indexes
+                .get(&request.project_id, &request.integration)
+                .map(|index| index.export())
+                .unwrap_or_default())
+        })
+        .await
+    }
+
+    async fn list_records(&self, request: ListRecordsRequest) -> Result<Vec<RecordVersion>> {
+        if request.limit == 0 || request.limit > MAX_LIST_RECORDS {
+            return Err(Error::invalid(
+                "limit",
+                format!("must be between 1 and {MAX_LIST_RECORDS}"),
+            ));
+        }
+        self.segments(move |segments| {
+            Ok(segments
+                .get(&request.project_id, &request.sync_id)
+                .map(|index| {
+                    index
+                        .list(&request.after, request.limit as usize)
+                        .into_iter()
+                        .map(|(record_id, generation)| RecordVersion {
+                            record_id,
+                            generation,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default())
+        })
+        .await
+    }
+
+    async fn export_records(&self, request: ExportRecordsRequest) -> Result<Vec<IndexedRecord>> {
+        if request.record_ids.len() > MAX_EXPORT_RECORDS {
+            return Err(Error::invalid(
+                "record_ids",
+                format!("at most {MAX_EXPORT_RECORDS} per call"),
+            ));
+        }
+        self.segments(
+            move |segments| match segments.get(&request.project_id, &request.sync_id) {
+                Some(index) => Ok(index.export(&request.record_ids)?),
+                None => Ok(Vec::new()),
+            },
+        )
+        .await
     }
 }
 

@@ -116,6 +116,24 @@ impl ShardApi for GateShard {
     ) -> Res<Option<ReadSegmentsResponse>> {
         self.inner.read_segments(request).await
     }
+    async fn export_tools(
+        &self,
+        request: ExportToolsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedTool>> {
+        self.inner.export_tools(request).await
+    }
+    async fn list_records(
+        &self,
+        request: ListRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<RecordVersion>> {
+        self.inner.list_records(request).await
+    }
+    async fn export_records(
+        &self,
+        request: ExportRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedRecord>> {
+        self.inner.export_records(request).await
+    }
 }
 
 /// Gated shards over gRPC, their data dirs, and PostgreSQL metadata in a schema of its own.
@@ -176,6 +194,8 @@ impl Bench {
             &self.addrs,
             RouterSettings {
                 replication,
+                // Every replica must acknowledge: a failed one fails the write.
+                write_quorum: replication,
                 ..settings()
             },
         )

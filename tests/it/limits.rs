@@ -72,6 +72,24 @@ impl ShardApi for HeldShard {
     ) -> Res<Option<ReadSegmentsResponse>> {
         self.inner.read_segments(request).await
     }
+    async fn export_tools(
+        &self,
+        request: ExportToolsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedTool>> {
+        self.inner.export_tools(request).await
+    }
+    async fn list_records(
+        &self,
+        request: ListRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<RecordVersion>> {
+        self.inner.list_records(request).await
+    }
+    async fn export_records(
+        &self,
+        request: ExportRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedRecord>> {
+        self.inner.export_records(request).await
+    }
 }
 
 struct Env {

@@ -15,6 +15,7 @@ mod limits;
 mod metrics;
 mod omissions;
 mod principals;
+mod replication;
 mod rest;
 mod rest_guard;
 mod rest_messages;

@@ -20,11 +20,12 @@ use agentsearch_common::config::{
     ShardsConfig,
 };
 use agentsearch_common::shard::{
-    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, GetToolsRequest,
-    GetToolsResponse, InlineSearchRequest, PartFailure, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo,
-    ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats,
-    TermStatsRequest,
+    ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
+    ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
+    InlineSearchRequest, ListRecordsRequest, PartFailure, ReadSegmentsRequest,
+    ReadSegmentsResponse, RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardApi,
+    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest,
+    ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_embed::{CachedEmbedder, EmbedError, Embedder};
@@ -692,6 +693,24 @@ impl ShardApi for FaultyShard {
         request: ReadSegmentsRequest,
     ) -> agentsearch_common::Result<Option<ReadSegmentsResponse>> {
         self.inner.read_segments(request).await
+    }
+    async fn export_tools(
+        &self,
+        request: ExportToolsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedTool>> {
+        self.inner.export_tools(request).await
+    }
+    async fn list_records(
+        &self,
+        request: ListRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<RecordVersion>> {
+        self.inner.list_records(request).await
+    }
+    async fn export_records(
+        &self,
+        request: ExportRecordsRequest,
+    ) -> agentsearch_common::Result<Vec<IndexedRecord>> {
+        self.inner.export_records(request).await
     }
 }
 

@@ -154,6 +154,8 @@ pub fn settings() -> RouterSettings {
         search: config.search,
         context: config.context,
         replication: 1,
+        write_quorum: 1,
+        hedge_after: Some(Duration::from_millis(config.shards.hedge_after_ms)),
         embed_batch_size: config.embed.batch_size,
     }
 }

@@ -84,6 +84,16 @@ pub struct ShardsConfig {
     /// How often a router probes every address of `remote` (in seconds): shards that were down
     /// join, a shard answering with a new id is re-keyed, readiness follows reachability.
     pub refresh_secs: u64,
+    /// A search's call to one replica still unanswered after this many milliseconds is also
+    /// sent to the other replicas of its integrations (or syncs); the first complete answer
+    /// wins. 0: never hedge (a failed call still goes to another replica at once).
+    pub hedge_after_ms: u64,
+    /// Replicas that must acknowledge a write of an integration or sync before it is
+    /// acknowledged; replicas that miss it are marked stale, are not read from, and are repaired
+    /// from a healthy one. 0: a majority of `replication`.
+    pub write_quorum: u32,
+    /// How often a router looks for stale replicas to repair, in seconds.
+    pub repair_secs: u64,
     /// `router`: call shards over TLS, trusting the certificate authorities of this PEM file.
     /// Unset: plain text, unless an address is `https://` (then the system's roots are trusted).
     pub tls_ca_file: Option<PathBuf>,
@@ -129,6 +139,16 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
 }
 
+impl ShardsConfig {
+    /// Acknowledgements a write needs: `write_quorum`, or a majority of `replication`.
+    pub fn effective_write_quorum(&self) -> usize {
+        match self.write_quorum {
+            0 => self.replication as usize / 2 + 1,
+            n => n as usize,
+        }
+    }
+}
+
 impl Default for ShardsConfig {
     fn default() -> Self {
         Self {
@@ -136,6 +156,9 @@ impl Default for ShardsConfig {
             remote: Vec::new(),
             replication: 1,
             refresh_secs: 5,
+            hedge_after_ms: 25,
+            write_quorum: 0,
+            repair_secs: 5,
             tls_ca_file: None,
             tls_cert_file: None,
             tls_key_file: None,
@@ -837,6 +860,24 @@ impl Config {
         }
         if self.shards.replication == 0 {
             errors.push("shards.replication: must be >= 1".to_string());
+        }
+        if self.shards.write_quorum > self.shards.replication {
+            errors.push(format!(
+                "shards.write_quorum: {} exceeds shards.replication ({}): no write could succeed",
+                self.shards.write_quorum, self.shards.replication
+            ));
+        }
+        if !(1..=3600).contains(&self.shards.repair_secs) {
+            errors.push(format!(
+                "shards.repair_secs: must be between 1 and 3600, got {}",
+                self.shards.repair_secs
+            ));
+        }
+        if self.shards.hedge_after_ms > 60_000 {
+            errors.push(format!(
+                "shards.hedge_after_ms: must be at most 60000 (0 turns hedging off), got {}",
+                self.shards.hedge_after_ms
+            ));
         }
         if !(1..=3600).contains(&self.shards.refresh_secs) {
             errors.push(format!(

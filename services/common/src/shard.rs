@@ -44,7 +44,51 @@ pub trait ShardApi: Send + Sync + 'static {
         &self,
         request: ReadSegmentsRequest,
     ) -> Result<Option<ReadSegmentsResponse>>;
+
+    // Replica repair: what a shard holds of one index, to copy it to another replica.
+    /// Every tool of one integration's index, with its vector.
+    async fn export_tools(&self, request: ExportToolsRequest) -> Result<Vec<IndexedTool>>;
+    /// Records of one sync's index and their generations, in id order, after a cursor.
+    async fn list_records(&self, request: ListRecordsRequest) -> Result<Vec<RecordVersion>>;
+    /// Records of one sync's index as they were written; unknown ids are left out.
+    async fn export_records(&self, request: ExportRecordsRequest) -> Result<Vec<IndexedRecord>>;
 }
+
+/// Every tool of one integration's index on a shard.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportToolsRequest {
+    pub project_id: String,
+    pub integration: String,
+}
+
+/// The first `limit` records of a sync's index whose ids sort after `after`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListRecordsRequest {
+    pub project_id: String,
+    pub sync_id: String,
+    pub after: String,
+    pub limit: u32,
+}
+
+/// A record a shard holds and the generation it was written with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordVersion {
+    pub record_id: String,
+    pub generation: u64,
+}
+
+/// Records of a sync's index by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportRecordsRequest {
+    pub project_id: String,
+    pub sync_id: String,
+    pub record_ids: Vec<String>,
+}
+
+/// Most records one list call returns.
+pub const MAX_LIST_RECORDS: u32 = 10_000;
+/// Most records one export call returns.
+pub const MAX_EXPORT_RECORDS: usize = 256;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardInfo {

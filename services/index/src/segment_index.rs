@@ -26,9 +26,9 @@ use std::time::Instant;
 use agentsearch_common::config::ContextConfig;
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, FieldData, FieldDecl,
-    IndexedRecord, PartFailure, ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest,
-    RecordInfo, SegmentData, SegmentHit, SegmentIndexInfo, SegmentUpsertRequest, ShardTimings,
-    TermStats,
+    FieldValue, IndexedRecord, IndexedSegment, PartFailure, ReadSegmentsRequest,
+    ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, SegmentData, SegmentHit,
+    SegmentIndexInfo, SegmentUpsertRequest, ShardTimings, TermStats,
 };
 use agentsearch_query::{FieldDef, FieldKind};
 use faiss::index::flat::FlatIndexImpl;
@@ -1244,6 +1244,96 @@ impl SegmentIndex {
         }))
     }
 
+    /// Records held and their generations, in id order: the first `limit` ids after `after`.
+    pub fn list(&self, after: &str, limit: usize) -> Vec<(String, u64)> {
+        let state = self.state.read();
+        let mut held: Vec<(&str, u64)> = state
+            .records
+            .iter()
+            .flatten()
+            .filter(|r| &*r.id > after)
+            .map(|r| (&*r.id, r.generation))
+            .collect();
+        if held.len() > limit {
+            held.select_nth_unstable(limit);
+            held.truncate(limit);
+        }
+        held.sort_unstable();
+        held.into_iter()
+            .map(|(id, g)| (id.to_string(), g))
+            .collect()
+    }
+
+    /// Records as they were written (every segment with its text and vector, the field
+    /// values, the principals), to copy them to another replica; unknown ids are left out.
+    pub fn export(&self, record_ids: &[String]) -> Result<Vec<IndexedRecord>> {
+        let state = self.state.read();
+        let mut out = Vec::with_capacity(record_ids.len());
+        for record_id in record_ids {
+            let Some(record) = state.record(record_id) else {
+                continue;
+            };
+            let mut segments = Vec::with_capacity(record.vector_ids.len());
+            let mut fields = Vec::new();
+            for (ordinal, &id) in record.vector_ids.iter().enumerate() {
+                let doc = self.stored(&state.searcher, id)?.ok_or_else(|| {
+                    IndexError::Corrupt(format!("segment {ordinal} of `{record_id}` is not stored"))
+                })?;
+                if ordinal == 0 {
+                    fields = self.field_values(&doc);
+                }
+                segments.push(IndexedSegment {
+                    ordinal: ordinal as u32,
+                    text: doc
+                        .get_first(self.fields.text)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_string(),
+                    vector: decode_vector(
+                        doc.get_first(self.fields.vector)
+                            .and_then(|v| v.as_bytes())
+                            .ok_or_else(|| corrupt("vector"))?,
+                    ),
+                });
+            }
+            out.push(IndexedRecord {
+                record_id: record.id.to_string(),
+                display_name: record.display_name.as_deref().map(str::to_string),
+                generation: record.generation,
+                principals: record.principals.iter().map(|p| p.to_string()).collect(),
+                segments,
+                fields,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The record fields and declared metadata a stored document holds.
+    fn field_values(&self, doc: &TantivyDocument) -> Vec<FieldValue> {
+        let mut values = Vec::new();
+        for named in &self.fields.named {
+            let Some(v) = doc.get_first(named.field) else {
+                continue;
+            };
+            let value = match named.kind {
+                FieldKind::Keyword => v.as_str().map(|s| FieldData::Keyword(s.to_string())),
+                FieldKind::FullText => v.as_str().map(|s| FieldData::Text(s.to_string())),
+                FieldKind::Numeric => v.as_f64().map(FieldData::Number),
+                FieldKind::Date => v
+                    .as_datetime()
+                    .map(|d| FieldData::Date(d.into_timestamp_millis())),
+                FieldKind::Bool => v.as_bool().map(FieldData::Flag),
+            };
+            if let Some(value) = value {
+                values.push(FieldValue {
+                    name: named.name.clone(),
+                    value,
+                });
+            }
+        }
+        values
+    }
+
     fn record_info(&self, record: &Record) -> RecordInfo {
         RecordInfo {
             sync_id: self.sync_id.clone(),
@@ -1256,6 +1346,16 @@ impl SegmentIndex {
 
     /// The stored text of the live segment with vector id `id`.
     fn segment_text(&self, searcher: &Searcher, id: u64) -> Result<Option<String>> {
+        Ok(self.stored(searcher, id)?.map(|doc| {
+            doc.get_first(self.fields.text)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        }))
+    }
+
+    /// The stored document of the live segment with vector id `id`.
+    fn stored(&self, searcher: &Searcher, id: u64) -> Result<Option<TantivyDocument>> {
         let term = Term::from_field_u64(self.fields.id, id);
         for (ord, segment) in searcher.segment_readers().iter().enumerate() {
             let inverted = segment.inverted_index(self.fields.id)?;
@@ -1267,14 +1367,7 @@ impl SegmentIndex {
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 if alive.is_none_or(|a| a.is_alive(doc)) {
-                    let stored: TantivyDocument = searcher.doc(DocAddress::new(ord as u32, doc))?;
-                    return Ok(Some(
-                        stored
-                            .get_first(self.fields.text)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default()
-                            .to_string(),
-                    ));
+                    return Ok(Some(searcher.doc(DocAddress::new(ord as u32, doc))?));
                 }
                 doc = postings.advance();
             }

@@ -619,6 +619,22 @@ impl IntegrationIndex {
             .map(Scored::ordered)
     }
 
+    /// Every tool held with its vector, by name, to copy the index to another replica.
+    pub fn export(&self) -> Vec<IndexedTool> {
+        let state = self.state.read();
+        let vectors: IdMapOf<&[f32]> = state.slice.rows().collect();
+        let mut tools: Vec<IndexedTool> = state
+            .tools
+            .iter()
+            .map(|(id, record)| IndexedTool {
+                record: (**record).clone(),
+                vector: vectors.get(id).map(|v| v.to_vec()).unwrap_or_default(),
+            })
+            .collect();
+        tools.sort_by(|a, b| a.record.name.cmp(&b.record.name));
+        tools
+    }
+
     /// The record behind a vector id.
     pub fn tool(&self, id: u64) -> Option<Arc<ToolRecord>> {
         self.state.read().tools.get(&id).cloned()

@@ -62,7 +62,27 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_connections.sql")),
     (5, include_str!("../migrations/0005_feedback.sql")),
     (6, include_str!("../migrations/0006_sync_fields.sql")),
+    (7, include_str!("../migrations/0007_stale_replicas.sql")),
 ];
+
+/// A replica that missed a write of one integration (`kind` "integration", `key` its name) or one
+/// sync (`kind` "sync", `key` its id): not read from until repaired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleReplica {
+    pub project_id: String,
+    pub kind: String,
+    pub key: String,
+    pub shard_id: String,
+    /// Grows with every write the replica misses; a repair clears the epoch it saw.
+    pub epoch: u64,
+    /// When it was last marked, in milliseconds since the epoch.
+    pub marked_at: i64,
+}
+
+/// The `kind` of a [`StaleReplica`] of an integration's index.
+pub const STALE_INTEGRATION: &str = "integration";
+/// The `kind` of a [`StaleReplica`] of a sync's index.
+pub const STALE_SYNC: &str = "sync";
 
 /// Where one integration of a project lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -379,6 +399,18 @@ pub trait MetadataStore: Send + Sync + 'static {
 
     /// The newest version of the project's ranking model for `kind`, if it has one.
     async fn ranking_model(&self, project_id: &str, kind: &str) -> Result<Option<RankingModelRow>>;
+
+    // Replica health.
+
+    /// Marks replicas stale (one transaction): a new mark gets epoch 1, an existing one's epoch
+    /// grows by one; `marked_at` is now. `epoch` and `marked_at` of `marks` are ignored.
+    async fn mark_stale(&self, marks: &[StaleReplica]) -> Result<()>;
+    /// Stale replicas of a project, or of every project (`None`), ordered by project, kind, key
+    /// and shard.
+    async fn stale_replicas(&self, project_id: Option<&str>) -> Result<Vec<StaleReplica>>;
+    /// Clears a mark if its epoch is still `mark.epoch` (no write was missed since it was read);
+    /// returns whether it did.
+    async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool>;
 }
 
 /// The distinct items of `items`, sorted.
@@ -693,6 +725,79 @@ pub mod conformance {
         context(store, p, q).await;
         connections(store).await;
         feedback(store, p, q).await;
+        stale_replicas(store, p, q).await;
+    }
+
+    /// Stale marks: epochs grow per missed write, a clear needs the epoch it read, projects are
+    /// listed apart.
+    async fn stale_replicas(store: &dyn MetadataStore, p: &str, q: &str) {
+        let mark = |project: &str, kind: &str, key: &str, shard: &str| StaleReplica {
+            project_id: project.into(),
+            kind: kind.into(),
+            key: key.into(),
+            shard_id: shard.into(),
+            epoch: 0,
+            marked_at: 0,
+        };
+        assert!(store.stale_replicas(Some(p)).await.unwrap().is_empty());
+        store.mark_stale(&[]).await.unwrap();
+        store
+            .mark_stale(&[
+                mark(p, STALE_INTEGRATION, "slack", "s2"),
+                mark(p, STALE_SYNC, "sync-1", "s1"),
+                mark(q, STALE_INTEGRATION, "slack", "s9"),
+            ])
+            .await
+            .unwrap();
+        store
+            .mark_stale(&[mark(p, STALE_INTEGRATION, "slack", "s2")])
+            .await
+            .unwrap();
+        let marks = store.stale_replicas(Some(p)).await.unwrap();
+        let shape: Vec<(&str, &str, &str, u64)> = marks
+            .iter()
+            .map(|m| {
+                (
+                    m.kind.as_str(),
+                    m.key.as_str(),
+                    m.shard_id.as_str(),
+                    m.epoch,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("integration", "slack", "s2", 2),
+                ("sync", "sync-1", "s1", 1)
+            ]
+        );
+        assert!(marks.iter().all(|m| m.marked_at > 0 && m.project_id == p));
+        assert_eq!(store.stale_replicas(None).await.unwrap().len(), 3);
+        // A clear with an old epoch keeps the mark; the current epoch clears it once.
+        let slack = marks[0].clone();
+        assert!(
+            !store
+                .clear_stale(&StaleReplica {
+                    epoch: 1,
+                    ..slack.clone()
+                })
+                .await
+                .unwrap()
+        );
+        assert!(store.clear_stale(&slack).await.unwrap());
+        assert!(!store.clear_stale(&slack).await.unwrap());
+        // A mark cleared and missed again starts over.
+        store
+            .mark_stale(&[mark(p, STALE_INTEGRATION, "slack", "s2")])
+            .await
+            .unwrap();
+        let again = store.stale_replicas(Some(p)).await.unwrap();
+        assert_eq!(again[0].epoch, 1);
+        for m in store.stale_replicas(None).await.unwrap() {
+            assert!(store.clear_stale(&m).await.unwrap());
+        }
+        assert!(store.stale_replicas(None).await.unwrap().is_empty());
     }
 
     /// Feedback: a repeat replaces, the newest `keep` stay, projects and kinds are isolated;

@@ -11,8 +11,8 @@ use crate::PgTls;
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StoreError, SyncRow,
-    attach_principals, connection_inputs, connection_integrations, elect_defaults,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StaleReplica, StoreError,
+    SyncRow, attach_principals, connection_inputs, connection_integrations, elect_defaults,
     group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
     split_list, sync_taken, to_u64, unique, unknown_sync,
 };
@@ -1050,6 +1050,74 @@ impl MetadataStore for PgStore {
             examples: to_u64(r.get(2)),
             created_at_ms: r.get(3),
         }))
+    }
+
+    async fn mark_stale(&self, marks: &[StaleReplica]) -> Result<()> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO stale_replicas (project_id, kind, key, shard_id, epoch, marked_at)
+                 VALUES ($1, $2, $3, $4, 1, $5)
+                 ON CONFLICT (project_id, kind, key, shard_id)
+                 DO UPDATE SET epoch = stale_replicas.epoch + 1, marked_at = excluded.marked_at",
+            )
+            .await
+            .map_err(backend)?;
+        let now = now_ms();
+        for m in marks {
+            tx.execute(&stmt, &[&m.project_id, &m.kind, &m.key, &m.shard_id, &now])
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn stale_replicas(&self, project_id: Option<&str>) -> Result<Vec<StaleReplica>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT project_id, kind, key, shard_id, epoch, marked_at FROM stale_replicas
+                 WHERE $1::TEXT IS NULL OR project_id = $1
+                 ORDER BY project_id, kind, key, shard_id",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[&project_id]).await.map_err(backend)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| StaleReplica {
+                project_id: r.get(0),
+                kind: r.get(1),
+                key: r.get(2),
+                shard_id: r.get(3),
+                epoch: to_u64(r.get(4)),
+                marked_at: r.get(5),
+            })
+            .collect())
+    }
+
+    async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool> {
+        let epoch = crate::to_i64(mark.epoch)?;
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "DELETE FROM stale_replicas
+                 WHERE project_id = $1 AND kind = $2 AND key = $3 AND shard_id = $4 AND epoch = $5",
+                &[
+                    &mark.project_id,
+                    &mark.kind,
+                    &mark.key,
+                    &mark.shard_id,
+                    &epoch,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
     }
 }
 

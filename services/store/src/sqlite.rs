@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StoreError, SyncRow,
-    attach_principals, connection_inputs, connection_integrations, elect_defaults,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StaleReplica, StoreError,
+    SyncRow, attach_principals, connection_inputs, connection_integrations, elect_defaults,
     group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
     split_list, sync_taken, to_u64, unique, unknown_sync,
 };
@@ -943,6 +943,64 @@ impl MetadataStore for SqliteStore {
                 })
             })
             .optional()
+        })
+        .await
+    }
+
+    async fn mark_stale(&self, marks: &[StaleReplica]) -> Result<()> {
+        let marks = marks.to_vec();
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO stale_replicas (project_id, kind, key, shard_id, epoch, marked_at)
+                     VALUES (?1, ?2, ?3, ?4, 1, ?5)
+                     ON CONFLICT (project_id, kind, key, shard_id)
+                     DO UPDATE SET epoch = stale_replicas.epoch + 1, marked_at = excluded.marked_at",
+                )?;
+                let now = now_ms();
+                for m in &marks {
+                    stmt.execute(params![m.project_id, m.kind, m.key, m.shard_id, now])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn stale_replicas(&self, project_id: Option<&str>) -> Result<Vec<StaleReplica>> {
+        let p = project_id.map(str::to_string);
+        self.with(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT project_id, kind, key, shard_id, epoch, marked_at FROM stale_replicas
+                 WHERE ?1 IS NULL OR project_id = ?1
+                 ORDER BY project_id, kind, key, shard_id",
+            )?;
+            let rows = stmt.query_map(params![p], |r| {
+                Ok(StaleReplica {
+                    project_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    key: r.get(2)?,
+                    shard_id: r.get(3)?,
+                    epoch: to_u64(r.get(4)?),
+                    marked_at: r.get(5)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool> {
+        let m = mark.clone();
+        let epoch = crate::to_i64(m.epoch)?;
+        self.with(move |c| {
+            let n = c.execute(
+                "DELETE FROM stale_replicas
+                 WHERE project_id = ?1 AND kind = ?2 AND key = ?3 AND shard_id = ?4 AND epoch = ?5",
+                params![m.project_id, m.kind, m.key, m.shard_id, epoch],
+            )?;
+            Ok(n > 0)
         })
         .await
     }

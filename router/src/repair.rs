@@ -1,0 +1,521 @@
+//! Repair of stale replicas. A replica that missed an acknowledged write is marked stale in the
+//! metadata store ([`crate::quorum`]) and is not read from. A repair pass brings each such replica
+//! level with a healthy one (reachable, not stale for the same key) and clears the mark:
+//!
+//! 1. copy: what the stale replica lacks or holds at another version is copied from the healthy
+//!    one (tools with their vectors; records with their segments, vectors, fields and ACL
+//!    tokens); what it holds and the healthy one does not is deleted;
+//! 2. verify: both replicas are read again and must agree exactly (writes may run meanwhile: one
+//!    that reached both keeps them equal, one that reached one of them shows as a difference and
+//!    the pass tries again later);
+//! 3. clear, conditional on the mark's epoch: if the replica missed another write while the pass
+//!    ran, the epoch grew and the mark stays.
+//!
+//! A mark whose key no longer lives on the shard (the sync was deleted, the integration placed
+//! elsewhere) is cleared. Passes are idempotent: several routers may run them at once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use agentsearch_common::shard::{
+    ExportRecordsRequest, ExportToolsRequest, IndexedTool, ListRecordsRequest, MAX_EXPORT_RECORDS,
+    MAX_LIST_RECORDS, RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardDeleteRequest,
+    ShardUpsertRequest,
+};
+use agentsearch_common::{Error, Result};
+use agentsearch_store::{STALE_INTEGRATION, STALE_SYNC, StaleReplica};
+
+use crate::Router;
+use crate::shards::ShardClient;
+
+pub(crate) const REPAIRS: &str = "agentsearch_replica_repairs_total";
+
+/// Time one repair call has (an export of a large integration, a copy of a page of records).
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Tools per copy call.
+const TOOLS_PER_COPY: usize = 512;
+
+/// What one pass did, mark by mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Replicas brought level and cleared.
+    pub repaired: usize,
+    /// Marks of keys that no longer live on the shard, cleared.
+    pub obsolete: usize,
+    /// Replicas copied to that still differ, or that missed a write while the pass ran.
+    pub behind: usize,
+    /// Marks left for later: the shard is unreachable, or no healthy replica is.
+    pub waiting: usize,
+    /// Marks whose repair failed (an error talking to a shard or the store).
+    pub failed: usize,
+}
+
+impl RepairReport {
+    /// Whether every mark the pass saw is gone.
+    pub fn settled(&self) -> bool {
+        self.behind + self.waiting + self.failed == 0
+    }
+}
+
+enum Outcome {
+    Repaired,
+    Obsolete,
+    Behind,
+    Waiting,
+}
+
+impl Router {
+    /// One repair pass over every stale replica of every project (see the module docs).
+    pub async fn repair_stale(&self) -> Result<RepairReport> {
+        let marks = self.store.stale_replicas(None).await?;
+        let mut report = RepairReport::default();
+        if marks.is_empty() {
+            return Ok(report);
+        }
+        let stale: BTreeSet<(&str, &str, &str, &str)> = marks
+            .iter()
+            .map(|m| {
+                (
+                    m.project_id.as_str(),
+                    m.kind.as_str(),
+                    m.key.as_str(),
+                    m.shard_id.as_str(),
+                )
+            })
+            .collect();
+        let reachable = self.shards.reachable_ids();
+        for mark in &marks {
+            let healthy = |shard: &str| {
+                shard != mark.shard_id
+                    && reachable.contains(shard)
+                    && !stale.contains(&(
+                        mark.project_id.as_str(),
+                        mark.kind.as_str(),
+                        mark.key.as_str(),
+                        shard,
+                    ))
+            };
+            let outcome = if !reachable.contains(&mark.shard_id) {
+                Ok(Outcome::Waiting)
+            } else {
+                match mark.kind.as_str() {
+                    STALE_INTEGRATION => self.repair_integration(mark, &healthy).await,
+                    STALE_SYNC => self.repair_sync(mark, &healthy).await,
+                    other => Err(Error::Internal(format!(
+                        "unknown stale replica kind {other}"
+                    ))),
+                }
+            };
+            let label = match outcome {
+                Ok(Outcome::Repaired) => {
+                    report.repaired += 1;
+                    tracing::info!(
+                        project_id = %mark.project_id, kind = %mark.kind, key = %mark.key,
+                        shard_id = %mark.shard_id, "stale replica repaired"
+                    );
+                    "repaired"
+                }
+                Ok(Outcome::Obsolete) => {
+                    report.obsolete += 1;
+                    "obsolete"
+                }
+                Ok(Outcome::Behind) => {
+                    report.behind += 1;
+                    "behind"
+                }
+                Ok(Outcome::Waiting) => {
+                    report.waiting += 1;
+                    "waiting"
+                }
+                Err(err) => {
+                    report.failed += 1;
+                    tracing::warn!(
+                        project_id = %mark.project_id, kind = %mark.kind, key = %mark.key,
+                        shard_id = %mark.shard_id, error = %err, "repairing a stale replica failed"
+                    );
+                    "failed"
+                }
+            };
+            metrics::counter!(REPAIRS, "outcome" => label).increment(1);
+            if matches!(label, "repaired" | "obsolete") {
+                self.invalidate_stale(&mark.project_id);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Repairs passes every `every` until `stop` resolves; a failed pass is logged and retried.
+    pub async fn keep_repairing(
+        self: std::sync::Arc<Self>,
+        every: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => {
+                    if let Err(err) = self.repair_stale().await {
+                        tracing::warn!(error = %err, "reading stale replicas failed");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn repair_integration(
+        &self,
+        mark: &StaleReplica,
+        healthy: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Outcome> {
+        let placements = self.store.placements(&mark.project_id).await?;
+        let Some(placement) = placements.iter().find(|p| p.integration == mark.key) else {
+            return self.clear_obsolete(mark).await;
+        };
+        if !placement.shard_ids.contains(&mark.shard_id) {
+            return self.clear_obsolete(mark).await;
+        }
+        let Some((source, target)) = self.pair(&placement.shard_ids, mark, healthy) else {
+            return Ok(Outcome::Waiting);
+        };
+        let request_id = repair_request_id(mark);
+        let export = || ExportToolsRequest {
+            project_id: mark.project_id.clone(),
+            integration: mark.key.clone(),
+        };
+
+        // 1. Copy what differs, delete what the healthy replica does not hold.
+        let (want, have) = tokio::try_join!(
+            source.export_tools(export(), &request_id, CALL_TIMEOUT),
+            target.export_tools(export(), &request_id, CALL_TIMEOUT),
+        )?;
+        let have: HashMap<&str, &IndexedTool> =
+            have.iter().map(|t| (t.record.name.as_str(), t)).collect();
+        let copy: Vec<IndexedTool> = want
+            .iter()
+            .filter(|t| have.get(t.record.name.as_str()) != Some(t))
+            .cloned()
+            .collect();
+        let wanted: BTreeSet<&str> = want.iter().map(|t| t.record.name.as_str()).collect();
+        let extra: Vec<String> = have
+            .keys()
+            .filter(|name| !wanted.contains(*name))
+            .map(|name| name.to_string())
+            .collect();
+        for tools in copy.chunks(TOOLS_PER_COPY) {
+            let request = ShardUpsertRequest {
+                project_id: mark.project_id.clone(),
+                tools: tools.to_vec(),
+            };
+            target
+                .upsert_tools(request, &request_id, CALL_TIMEOUT)
+                .await?;
+        }
+        if !extra.is_empty() {
+            let request = ShardDeleteRequest {
+                project_id: mark.project_id.clone(),
+                integration: mark.key.clone(),
+                names: extra,
+            };
+            target
+                .delete_tools(request, &request_id, CALL_TIMEOUT)
+                .await?;
+        }
+
+        // 2. Verify: both replicas hold the same tools now.
+        let (want, have) = tokio::try_join!(
+            source.export_tools(export(), &request_id, CALL_TIMEOUT),
+            target.export_tools(export(), &request_id, CALL_TIMEOUT),
+        )?;
+        if by_name(want) != by_name(have) {
+            return Ok(Outcome::Behind);
+        }
+        self.clear(mark).await
+    }
+
+    async fn repair_sync(
+        &self,
+        mark: &StaleReplica,
+        healthy: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Outcome> {
+        let Some(sync) = self.store.get_sync(&mark.project_id, &mark.key).await? else {
+            return self.clear_obsolete(mark).await;
+        };
+        if !sync.shard_ids.contains(&mark.shard_id) {
+            return self.clear_obsolete(mark).await;
+        }
+        let Some((source, target)) = self.pair(&sync.shard_ids, mark, healthy) else {
+            return Ok(Outcome::Waiting);
+        };
+        let request_id = repair_request_id(mark);
+        let pages = RecordPages {
+            project_id: &mark.project_id,
+            sync_id: &mark.key,
+            source: &source,
+            target: &target,
+            request_id: &request_id,
+        };
+
+        // 1. Copy, page by page in id order.
+        let mut after = String::new();
+        loop {
+            let page = pages.compare(&after).await?;
+            for ids in page.copy.chunks(MAX_EXPORT_RECORDS) {
+                let records = source
+                    .export_records(
+                        ExportRecordsRequest {
+                            project_id: mark.project_id.clone(),
+                            sync_id: mark.key.clone(),
+                            record_ids: ids.to_vec(),
+                        },
+                        &request_id,
+                        CALL_TIMEOUT,
+                    )
+                    .await?;
+                // A record deleted from the source since it was listed is left to the next pass.
+                if records.is_empty() {
+                    continue;
+                }
+                let request = SegmentUpsertRequest {
+                    project_id: mark.project_id.clone(),
+                    sync_id: mark.key.clone(),
+                    records,
+                    fields: sync.fields.clone(),
+                };
+                target
+                    .upsert_segments(request, &request_id, CALL_TIMEOUT)
+                    .await?;
+            }
+            if !page.extra.is_empty() {
+                let request = RecordDeleteRequest {
+                    project_id: mark.project_id.clone(),
+                    sync_id: mark.key.clone(),
+                    record_ids: page.extra,
+                };
+                target
+                    .delete_records(request, &request_id, CALL_TIMEOUT)
+                    .await?;
+            }
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+
+        // 2. Verify: both replicas list the same records at the same generations.
+        let mut after = String::new();
+        loop {
+            let page = pages.compare(&after).await?;
+            if !page.copy.is_empty() || !page.extra.is_empty() {
+                return Ok(Outcome::Behind);
+            }
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        self.clear(mark).await
+    }
+
+    /// A healthy replica of `replicas` to copy from, and the stale one.
+    fn pair(
+        &self,
+        replicas: &[String],
+        mark: &StaleReplica,
+        healthy: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Option<(ShardClient, ShardClient)> {
+        let source = replicas.iter().find(|s| healthy(s.as_str()))?;
+        Some((self.shards.get(source)?, self.shards.get(&mark.shard_id)?))
+    }
+
+    async fn clear(&self, mark: &StaleReplica) -> Result<Outcome> {
+        Ok(if self.store.clear_stale(mark).await? {
+            Outcome::Repaired
+        } else {
+            Outcome::Behind
+        })
+    }
+
+    async fn clear_obsolete(&self, mark: &StaleReplica) -> Result<Outcome> {
+        self.store.clear_stale(mark).await?;
+        Ok(Outcome::Obsolete)
+    }
+}
+
+fn repair_request_id(mark: &StaleReplica) -> String {
+    format!("repair-{}-{}-{}", mark.kind, mark.key, mark.shard_id)
+}
+
+fn by_name(tools: Vec<IndexedTool>) -> BTreeMap<String, IndexedTool> {
+    tools
+        .into_iter()
+        .map(|t| (t.record.name.clone(), t))
+        .collect()
+}
+
+/// The record lists of two replicas of one sync, compared a page at a time.
+struct RecordPages<'a> {
+    project_id: &'a str,
+    sync_id: &'a str,
+    source: &'a ShardClient,
+    target: &'a ShardClient,
+    request_id: &'a str,
+}
+
+/// How the two lists differ over one range of ids.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct PageDiff {
+    /// Ids the target lacks or holds at another generation.
+    copy: Vec<String>,
+    /// Ids only the target holds.
+    extra: Vec<String>,
+    /// Where the next range starts (after this id), or `None` if this range was the last.
+    next: Option<String>,
+}
+
+impl RecordPages<'_> {
+    async fn compare(&self, after: &str) -> Result<PageDiff> {
+        let request = || ListRecordsRequest {
+            project_id: self.project_id.to_string(),
+            sync_id: self.sync_id.to_string(),
+            after: after.to_string(),
+            limit: MAX_LIST_RECORDS,
+        };
+        let (want, have) = tokio::try_join!(
+            self.source
+                .list_records(request(), self.request_id, CALL_TIMEOUT),
+            self.target
+                .list_records(request(), self.request_id, CALL_TIMEOUT),
+        )?;
+        Ok(diff_page(&want, &have, MAX_LIST_RECORDS as usize))
+    }
+}
+
+/// Compares two pages listed after the same id, each sorted by id and at most `limit` long. A full
+/// page may end before the other: only ids up to the smaller end of the full pages are compared,
+/// and the next range starts there.
+fn diff_page(want: &[RecordVersion], have: &[RecordVersion], limit: usize) -> PageDiff {
+    let end = |page: &[RecordVersion]| {
+        (page.len() >= limit)
+            .then(|| page.last().map(|r| r.record_id.clone()))
+            .flatten()
+    };
+    let next = match (end(want), end(have)) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let within = |r: &&RecordVersion| next.as_ref().is_none_or(|n| r.record_id <= *n);
+    let have_gen: HashMap<&str, u64> = have
+        .iter()
+        .filter(within)
+        .map(|r| (r.record_id.as_str(), r.generation))
+        .collect();
+    let want_ids: BTreeSet<&str> = want
+        .iter()
+        .filter(within)
+        .map(|r| r.record_id.as_str())
+        .collect();
+    let copy = want
+        .iter()
+        .filter(within)
+        .filter(|r| have_gen.get(r.record_id.as_str()) != Some(&r.generation))
+        .map(|r| r.record_id.clone())
+        .collect();
+    let extra = have
+        .iter()
+        .filter(within)
+        .filter(|r| !want_ids.contains(r.record_id.as_str()))
+        .map(|r| r.record_id.clone())
+        .collect();
+    PageDiff { copy, extra, next }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn versions(items: &[(&str, u64)]) -> Vec<RecordVersion> {
+        items
+            .iter()
+            .map(|(id, generation)| RecordVersion {
+                record_id: id.to_string(),
+                generation: *generation,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pages_that_are_not_full_are_compared_whole() {
+        let diff = diff_page(
+            &versions(&[("a", 1), ("b", 2), ("d", 1)]),
+            &versions(&[("a", 1), ("b", 1), ("c", 1)]),
+            10,
+        );
+        assert_eq!(
+            diff,
+            PageDiff {
+                copy: vec!["b".into(), "d".into()],
+                extra: vec!["c".into()],
+                next: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_full_page_bounds_the_range_compared() {
+        // The source's page is full at "b": "c" on the target may have a twin after the page.
+        let diff = diff_page(
+            &versions(&[("a", 1), ("b", 1)]),
+            &versions(&[("b", 1), ("c", 1)]),
+            2,
+        );
+        assert_eq!(diff.copy, ["a"]);
+        assert!(diff.extra.is_empty());
+        assert_eq!(diff.next.as_deref(), Some("b"));
+    }
+
+    proptest! {
+        /// Paging through two id sets with any page size finds exactly their differences.
+        #[test]
+        fn paging_finds_exactly_the_differences(
+            want in proptest::collection::btree_map("[a-e]{1,3}", 0u64..3, 0..40),
+            have in proptest::collection::btree_map("[a-e]{1,3}", 0u64..3, 0..40),
+            limit in 1usize..8,
+        ) {
+            let page = |all: &BTreeMap<String, u64>, after: &str| -> Vec<RecordVersion> {
+                all.iter()
+                    .filter(|(id, _)| id.as_str() > after)
+                    .take(limit)
+                    .map(|(id, g)| RecordVersion { record_id: id.clone(), generation: *g })
+                    .collect()
+            };
+            let (mut copy, mut extra) = (BTreeSet::new(), BTreeSet::new());
+            let mut after = String::new();
+            loop {
+                let diff = diff_page(&page(&want, &after), &page(&have, &after), limit);
+                copy.extend(diff.copy);
+                extra.extend(diff.extra);
+                match diff.next {
+                    Some(next) => {
+                        prop_assert!(next > after);
+                        after = next;
+                    }
+                    None => break,
+                }
+            }
+            let expected_copy: BTreeSet<String> = want
+                .iter()
+                .filter(|(id, g)| have.get(*id) != Some(g))
+                .map(|(id, _)| id.clone())
+                .collect();
+            let expected_extra: BTreeSet<String> =
+                have.keys().filter(|id| !want.contains_key(*id)).cloned().collect();
+            prop_assert_eq!(copy, expected_copy);
+            prop_assert_eq!(extra, expected_extra);
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Replicas that serve: replication 2 over three shards on gRPC (real tantivy + FAISS on disk,
+//! metadata in PostgreSQL). Reads spread over the replicas; a replica that hangs is hedged around;
+//! a write goes through with a replica down (write quorum 1), the replica that missed it is marked
+//! stale and not read from, and a repair pass brings it level and clears the mark.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentsearch_common::Error;
+use agentsearch_common::shard::*;
+use agentsearch_common::tool::ToolDefinition;
+use agentsearch_router::auth::Auth;
+use agentsearch_router::context_api::{CreateSync, RawContextSearch, RawRecord, RawUpsertRecords};
+use agentsearch_router::{Router, RouterSettings};
+use agentsearch_shard::LocalShard;
+use agentsearch_store::{MetadataStore, STALE_INTEGRATION, STALE_SYNC};
+use agentsearch_tests::*;
+
+type Res<T> = agentsearch_common::Result<T>;
+
+/// A real shard that can be taken down (every call fails, as a crashed process would) or slowed
+/// (searches answer after a delay, as an overloaded one would), and counts the searches it gets.
+struct Replica {
+    inner: Arc<LocalShard>,
+    down: AtomicBool,
+    search_delay_ms: AtomicU64,
+    searches: AtomicUsize,
+}
+
+impl Replica {
+    fn up(&self) -> Res<()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable("injected: the replica is down".into()));
+        }
+        Ok(())
+    }
+
+    async fn read(&self) -> Res<()> {
+        self.up()?;
+        self.searches.fetch_add(1, Ordering::SeqCst);
+        let delay = self.search_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ShardApi for Replica {
+    async fn info(&self) -> Res<ShardInfo> {
+        self.up()?;
+        self.inner.info().await
+    }
+    async fn term_stats(&self, request: TermStatsRequest) -> Res<TermStats> {
+        self.up()?;
+        self.inner.term_stats(request).await
+    }
+    async fn search_tools(&self, request: ShardSearchRequest) -> Res<ShardSearchResponse> {
+        self.read().await?;
+        self.inner.search_tools(request).await
+    }
+    async fn search_inline(&self, request: InlineSearchRequest) -> Res<ShardSearchResponse> {
+        self.up()?;
+        self.inner.search_inline(request).await
+    }
+    async fn upsert_tools(&self, request: ShardUpsertRequest) -> Res<ShardWriteResponse> {
+        self.up()?;
+        self.inner.upsert_tools(request).await
+    }
+    async fn delete_tools(&self, request: ShardDeleteRequest) -> Res<ShardWriteResponse> {
+        self.up()?;
+        self.inner.delete_tools(request).await
+    }
+    async fn get_tools(&self, request: GetToolsRequest) -> Res<GetToolsResponse> {
+        self.up()?;
+        self.inner.get_tools(request).await
+    }
+    async fn context_term_stats(&self, request: ContextStatsRequest) -> Res<TermStats> {
+        self.up()?;
+        self.inner.context_term_stats(request).await
+    }
+    async fn search_segments(&self, request: ContextSearchRequest) -> Res<ContextSearchResponse> {
+        self.read().await?;
+        self.inner.search_segments(request).await
+    }
+    async fn upsert_segments(&self, request: SegmentUpsertRequest) -> Res<ShardWriteResponse> {
+        self.up()?;
+        self.inner.upsert_segments(request).await
+    }
+    async fn delete_records(&self, request: RecordDeleteRequest) -> Res<ShardWriteResponse> {
+        self.up()?;
+        self.inner.delete_records(request).await
+    }
+    async fn read_segments(
+        &self,
+        request: ReadSegmentsRequest,
+    ) -> Res<Option<ReadSegmentsResponse>> {
+        self.up()?;
+        self.inner.read_segments(request).await
+    }
+    async fn export_tools(&self, request: ExportToolsRequest) -> Res<Vec<IndexedTool>> {
+        self.up()?;
+        self.inner.export_tools(request).await
+    }
+    async fn list_records(&self, request: ListRecordsRequest) -> Res<Vec<RecordVersion>> {
+        self.up()?;
+        self.inner.list_records(request).await
+    }
+    async fn export_records(&self, request: ExportRecordsRequest) -> Res<Vec<IndexedRecord>> {
+        self.up()?;
+        self.inner.export_records(request).await
+    }
+}
+
+/// Three replicas over gRPC and a router with replication 2 and write quorum 1 over them.
+struct Replicated {
+    replicas: Vec<Arc<Replica>>,
+    /// Shard id -> index in `replicas`.
+    index: BTreeMap<String, usize>,
+    router: Arc<Router>,
+    grpc: SocketAddr,
+    store: Arc<dyn MetadataStore>,
+    _served: Vec<Served>,
+    _http: Served,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Replicated {
+    async fn start() -> Replicated {
+        let (mut replicas, mut served, mut dirs, mut index) =
+            (Vec::new(), Vec::new(), Vec::new(), BTreeMap::new());
+        for i in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let inner = Arc::new(
+                LocalShard::open(dir.path(), Default::default(), Default::default()).unwrap(),
+            );
+            index.insert(inner.info().await.unwrap().shard_id, i);
+            let replica = Arc::new(Replica {
+                inner,
+                down: AtomicBool::new(false),
+                search_delay_ms: AtomicU64::new(0),
+                searches: AtomicUsize::new(0),
+            });
+            served.push(serve_shard(replica.clone()).await);
+            replicas.push(replica);
+            dirs.push(dir);
+        }
+        let (store, _schema) = pg_store().await;
+        let store: Arc<dyn MetadataStore> = store;
+        let addrs: Vec<SocketAddr> = served.iter().map(|s| s.addr).collect();
+        let router = grpc_router(
+            store.clone(),
+            &addrs,
+            RouterSettings {
+                replication: 2,
+                write_quorum: 1,
+                hedge_after: Some(Duration::from_millis(25)),
+                ..settings()
+            },
+        )
+        .await;
+        let (http, grpc) = start_router(router.clone(), Auth::default()).await;
+        Replicated {
+            replicas,
+            index,
+            router,
+            grpc,
+            store,
+            _served: served,
+            _http: http,
+            _dirs: dirs,
+        }
+    }
+
+    /// The replicas of an integration, as indexes into `replicas`.
+    async fn replicas_of(&self, integration: &str) -> Vec<usize> {
+        let placements = self.store.placements(PROJECT).await.unwrap();
+        let placement = placements
+            .iter()
+            .find(|p| p.integration == integration)
+            .unwrap();
+        placement
+            .shard_ids
+            .iter()
+            .map(|id| self.index[id])
+            .collect()
+    }
+
+    fn set_down(&self, i: usize, down: bool) {
+        self.replicas[i].down.store(down, Ordering::SeqCst);
+    }
+
+    /// The stale marks of the test project: (kind, key, replica index).
+    async fn stale(&self) -> Vec<(String, String, usize)> {
+        self.store
+            .stale_replicas(Some(PROJECT))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.kind, m.key, self.index[&m.shard_id]))
+            .collect()
+    }
+
+    async fn export(&self, i: usize, integration: &str) -> Vec<IndexedTool> {
+        let mut tools = self.replicas[i]
+            .inner
+            .export_tools(ExportToolsRequest {
+                project_id: PROJECT.into(),
+                integration: integration.into(),
+            })
+            .await
+            .unwrap();
+        tools.sort_by(|a, b| a.record.name.cmp(&b.record.name));
+        tools
+    }
+}
+
+fn new_tool(integration: &str) -> ToolDefinition {
+    ToolDefinition {
+        name: "ACME_CHAT_PIN_ZEPHYRINE".into(),
+        integration: integration.into(),
+        description: "Pin the zephyrine announcement to the top of a chat room.".into(),
+        ..fixture_catalog()[0].clone()
+    }
+}
+
+async fn tool_found(grpc: SocketAddr, name: &str) -> bool {
+    let response = search(grpc, search_request("pin the zephyrine announcement"))
+        .await
+        .unwrap();
+    let usage = response.usage.clone().unwrap();
+    assert!(!usage.partial, "{usage:?}");
+    names(&response).iter().any(|n| n == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_spread_over_replicas_and_a_hung_replica_is_hedged() {
+    let cluster = Replicated::start().await;
+    let catalog = fixture_catalog();
+    load_catalog(cluster.grpc, PROJECT, &catalog, 100).await;
+    let query = &catalog[0].description;
+    let baseline = names(&search(cluster.grpc, search_request(query)).await.unwrap());
+    assert!(baseline.contains(&catalog[0].name));
+
+    // Sequential searches spread over every replica (least loaded, ties rotated per request).
+    for _ in 0..30 {
+        search(cluster.grpc, search_request(query)).await.unwrap();
+    }
+    for (i, replica) in cluster.replicas.iter().enumerate() {
+        assert!(
+            replica.searches.load(Ordering::SeqCst) > 0,
+            "replica {i} was never read"
+        );
+    }
+
+    // One replica hangs far past the search deadline: every search is still whole, because its
+    // parts are hedged to the other replica after 25 ms.
+    cluster.replicas[0]
+        .search_delay_ms
+        .store(30_000, Ordering::SeqCst);
+    for _ in 0..5 {
+        let response = search(cluster.grpc, search_request(query)).await.unwrap();
+        let usage = response.usage.clone().unwrap();
+        assert!(!usage.partial, "{usage:?}");
+        assert!(usage.failed_integrations.is_empty(), "{usage:?}");
+        assert_eq!(names(&response), baseline);
+    }
+    // A replica that is down (its calls fail at once) is routed around the same way.
+    cluster.replicas[0]
+        .search_delay_ms
+        .store(0, Ordering::SeqCst);
+    cluster.set_down(1, true);
+    for _ in 0..5 {
+        let response = search(cluster.grpc, search_request(query)).await.unwrap();
+        assert!(!response.usage.clone().unwrap().partial);
+        assert_eq!(names(&response), baseline);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
+    let cluster = Replicated::start().await;
+    load_catalog(cluster.grpc, PROJECT, &fixture_catalog(), 100).await;
+    let integration = "acme_chat";
+    let placed = cluster.replicas_of(integration).await;
+    assert_eq!(placed.len(), 2);
+    let (behind, healthy) = (placed[0], placed[1]);
+
+    // One replica is down: the write is acknowledged by the other (quorum 1) and the one that
+    // missed it is marked stale.
+    cluster.set_down(behind, true);
+    let tool = new_tool(integration);
+    let outcome = cluster
+        .router
+        .upsert_tools(PROJECT, vec![tool.clone()], "w1")
+        .await
+        .unwrap();
+    assert_eq!(outcome.upserted, 1);
+    assert_eq!(
+        cluster.stale().await,
+        [(
+            STALE_INTEGRATION.to_string(),
+            integration.to_string(),
+            behind
+        )]
+    );
+
+    // Back up, but behind: it is never read for that integration, so every search finds the tool.
+    cluster.set_down(behind, false);
+    for _ in 0..12 {
+        assert!(tool_found(cluster.grpc, &tool.name).await);
+    }
+    assert_ne!(
+        cluster.export(behind, integration).await,
+        cluster.export(healthy, integration).await
+    );
+
+    // A repair pass copies what it missed and clears the mark.
+    let report = cluster.router.repair_stale().await.unwrap();
+    assert_eq!((report.repaired, report.failed), (1, 0), "{report:?}");
+    assert!(cluster.stale().await.is_empty());
+    assert_eq!(
+        cluster.export(behind, integration).await,
+        cluster.export(healthy, integration).await
+    );
+    // The repaired replica alone now serves the tool.
+    cluster.set_down(healthy, true);
+    cluster.router.shards().refresh().await.unwrap();
+    assert!(tool_found(cluster.grpc, &tool.name).await);
+
+    // With every replica of the integration down, a write is refused, never acknowledged.
+    cluster.set_down(behind, true);
+    let err = cluster
+        .router
+        .upsert_tools(
+            PROJECT,
+            vec![ToolDefinition {
+                description: "Pin a second zephyrine note.".into(),
+                ..tool
+            }],
+            "w2",
+        )
+        .await
+        .unwrap_err();
+    assert!(err.code().retryable(), "{err}");
+}
+
+/// `n` records readable by anyone, with precomputed vectors.
+fn records(n: usize, dim: usize, tag: &str) -> RawUpsertRecords {
+    RawUpsertRecords {
+        records: (0..n)
+            .map(|i| {
+                let mut vector = vec![0.0f32; dim];
+                vector[i % dim] = 1.0;
+                RawRecord {
+                    id: Some(format!("doc-{i}")),
+                    display_name: Some(format!("Document {i}")),
+                    acl: Some(agentsearch_common::context::Acl {
+                        anyone: true,
+                        ..Default::default()
+                    }),
+                    segments: Some(vec![agentsearch_router::context_api::SegmentInput {
+                        text: format!("Document {i} of the {tag} zephyrine budget."),
+                        vector,
+                    }]),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        embedding: Some(agentsearch_router::context_api::EmbeddingSpec {
+            model: embedder().model_id().into(),
+            dimension: dim as u32,
+        }),
+    }
+}
+
+async fn listed(replica: &Replica, sync_id: &str) -> Vec<RecordVersion> {
+    replica
+        .inner
+        .list_records(ListRecordsRequest {
+            project_id: PROJECT.into(),
+            sync_id: sync_id.into(),
+            after: String::new(),
+            limit: MAX_LIST_RECORDS,
+        })
+        .await
+        .unwrap()
+}
+
+/// Searches the sync and checks every passage found is of the `second` write and `doc-0` (deleted)
+/// is not among them; returns how many records were found.
+async fn second_hits(router: &Router, sync_id: &str) -> usize {
+    let request = RawContextSearch {
+        query: Some("second zephyrine budget".into()),
+        sync_ids: Some(vec![sync_id.into()]),
+        ..Default::default()
+    }
+    .validate(PROJECT.into())
+    .unwrap();
+    let response = router.search_context(request, "test", None).await.unwrap();
+    assert!(response.usage.degraded.is_none(), "{:?}", response.usage);
+    for result in &response.results {
+        assert!(!result.id.ends_with(".doc-0"), "a deleted record was found");
+        for segment in &result.segments {
+            assert!(segment.text.contains("second"), "{}", segment.text);
+        }
+    }
+    response.results.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
+    let cluster = Replicated::start().await;
+    let router = &cluster.router;
+    let dim = embedder().dim();
+    let sync = router
+        .create_sync(CreateSync {
+            project_id: PROJECT.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            fields: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let placed: Vec<usize> = cluster
+        .store
+        .get_sync(PROJECT, &sync.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .shard_ids
+        .iter()
+        .map(|id| cluster.index[id])
+        .collect();
+    assert_eq!(placed.len(), 2);
+    let (behind, healthy) = (placed[0], placed[1]);
+    router
+        .upsert_records(PROJECT, &sync.id, records(20, dim, "first"), "w0")
+        .await
+        .unwrap();
+
+    // Rewrites of the same records and new ones, while a replica is down.
+    cluster.set_down(behind, true);
+    router
+        .upsert_records(PROJECT, &sync.id, records(30, dim, "second"), "w1")
+        .await
+        .unwrap();
+    router
+        .delete_records(PROJECT, &sync.id, vec!["doc-0".into()], "d1")
+        .await
+        .unwrap();
+    assert_eq!(
+        cluster.stale().await,
+        [(STALE_SYNC.to_string(), sync.id.clone(), behind)]
+    );
+    cluster.set_down(behind, false);
+    for _ in 0..8 {
+        assert!(second_hits(router, &sync.id).await > 0);
+    }
+
+    let report = router.repair_stale().await.unwrap();
+    assert_eq!((report.repaired, report.failed), (1, 0), "{report:?}");
+    assert!(cluster.stale().await.is_empty());
+    let level = listed(&cluster.replicas[healthy], &sync.id).await;
+    assert_eq!(level.len(), 29);
+    assert_eq!(listed(&cluster.replicas[behind], &sync.id).await, level);
+
+    // The repaired replica alone serves the sync: passages, fields and ACLs came along.
+    cluster.set_down(healthy, true);
+    cluster.router.shards().refresh().await.unwrap();
+    assert!(second_hits(router, &sync.id).await > 0);
+    // A pass with nothing stale does nothing.
+    let report = router.repair_stale().await.unwrap();
+    assert_eq!(report, Default::default());
+}
