@@ -98,10 +98,10 @@ impl CatalogWrite {
             .map(|(shard, (integrations, _))| (shard.clone(), integrations.clone()))
             .collect();
         self.quorum()
-            .write(&targets, |shard, client| {
+            .write(&targets, |i, client| {
                 let request = ShardUpsertRequest {
                     project_id: project_id.to_string(),
-                    tools: by_shard[shard].1.clone(),
+                    tools: by_shard[&targets[i].0].1.clone(),
                 };
                 async move {
                     client
@@ -188,11 +188,9 @@ impl CatalogWrite {
                 });
             }
         }
-        // Targets and requests pair up by position; `write` calls each target once, in order.
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        // Targets and requests pair up by position.
         self.quorum()
-            .write(&targets, |_, client| {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            .write(&targets, |i, client| {
                 let request = requests[i].clone();
                 async move {
                     client

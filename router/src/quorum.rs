@@ -33,23 +33,24 @@ pub(crate) struct Quorum<'a> {
 }
 
 impl Quorum<'_> {
-    /// Calls every `(shard, keys)` target through `make` and waits for all of them (a call in
-    /// flight is never abandoned). Returns the answers of the calls that succeeded.
+    /// Calls every `(shard, keys)` target through `make` (given the target's position in
+    /// `targets` and the shard's client) and waits for all of them (a call in flight is never
+    /// abandoned). Returns the answers of the calls that succeeded.
     pub(crate) async fn write<T, Fut>(
         &self,
         targets: &[(String, Vec<String>)],
-        make: impl Fn(&str, ShardClient) -> Fut,
+        make: impl Fn(usize, ShardClient) -> Fut,
     ) -> Result<Vec<T>>
     where
         Fut: Future<Output = Result<T>>,
     {
         let reachable = self.shards.reachable_ids();
-        let calls = targets.iter().map(|(shard, _)| {
+        let calls = targets.iter().enumerate().map(|(i, (shard, _))| {
             let call = self
                 .shards
                 .get(shard)
                 .filter(|_| reachable.contains(shard))
-                .map(|client| make(shard, client));
+                .map(|client| make(i, client));
             async move {
                 match call {
                     Some(call) => call.await,
@@ -60,6 +61,9 @@ impl Quorum<'_> {
             }
         });
         let results = join_all(calls).await;
+        let all_refused = results
+            .iter()
+            .all(|r| matches!(r, Err(Error::InvalidArgument { .. })));
 
         let mut replicas: HashMap<&str, usize> = HashMap::new();
         let mut acks: HashMap<&str, usize> = HashMap::new();
@@ -77,9 +81,9 @@ impl Quorum<'_> {
                     }
                     answers.push(answer);
                 }
-                // A replica that rejected the request wrote nothing: every replica rejects it
-                // alike, so none is behind.
-                Err(err @ Error::InvalidArgument { .. }) => {
+                // A request every replica refused wrote nothing anywhere: none is behind. A
+                // replica that refused what others applied is.
+                Err(err @ Error::InvalidArgument { .. }) if all_refused => {
                     first_error.get_or_insert(err);
                 }
                 Err(err) => {

@@ -5,11 +5,17 @@
 //! 1. copy: what the stale replica lacks or holds at another version is copied from the healthy
 //!    one (tools with their vectors; records with their segments, vectors, fields and ACL
 //!    tokens); what it holds and the healthy one does not is deleted;
-//! 2. verify: both replicas are read again and must agree exactly (writes may run meanwhile: one
-//!    that reached both keeps them equal, one that reached one of them shows as a difference and
-//!    the pass tries again later);
-//! 3. clear, conditional on the mark's epoch: if the replica missed another write while the pass
+//! 2. verify: both replicas are read again and must agree exactly;
+//! 3. fence: no write of the key may have overlapped the copy (a write in flight could have
+//!    reached the stale replica before the copy overwrote it with the source's older state). The
+//!    ledger's write fence ([`agentsearch_store::MetadataStore::write_fence`]) is read before the
+//!    copy and again after the verify: a pending entry or a changed fence leaves the mark for the
+//!    next pass, as does a source that was marked stale meanwhile;
+//! 4. clear, conditional on the mark's epoch: if the replica missed another write while the pass
 //!    ran, the epoch grew and the mark stays.
+//!
+//! A pending ledger entry older than [`PENDING_GRACE`] belongs to a write that was abandoned
+//! (its client went away for good; a retry rewrites it): it does not hold a repair back.
 //!
 //! A mark whose key no longer lives on the shard (the sync was deleted, the integration placed
 //! elsewhere) is cleared. Passes are idempotent: several routers may run them at once.
@@ -18,9 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use agentsearch_common::shard::{
-    ExportRecordsRequest, ExportToolsRequest, IndexedTool, ListRecordsRequest, MAX_EXPORT_RECORDS,
-    MAX_LIST_RECORDS, RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardDeleteRequest,
-    ShardUpsertRequest,
+    ExportRecordsRequest, ExportToolsRequest, IndexedRecord, IndexedTool, ListRecordsRequest,
+    MAX_EXPORT_RECORDS, MAX_LIST_RECORDS, RecordDeleteRequest, RecordVersion, SegmentUpsertRequest,
+    ShardDeleteRequest, ShardUpsertRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_store::{STALE_INTEGRATION, STALE_SYNC, StaleReplica};
@@ -34,6 +40,10 @@ pub(crate) const REPAIRS: &str = "agentsearch_replica_repairs_total";
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Tools per copy call.
 const TOOLS_PER_COPY: usize = 512;
+/// Segments per record copy call (as in a write).
+const SEGMENTS_PER_COPY: usize = 4096;
+/// A pending ledger entry younger than this may be a write in flight.
+pub const PENDING_GRACE: Duration = Duration::from_secs(600);
 
 /// What one pass did, mark by mark.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,8 +187,12 @@ impl Router {
         if !placement.shard_ids.contains(&mark.shard_id) {
             return self.clear_obsolete(mark).await;
         }
-        let Some((source, target)) = self.pair(&placement.shard_ids, mark, healthy) else {
+        let Some((source_id, source, target)) = self.pair(&placement.shard_ids, mark, healthy)
+        else {
             return Ok(Outcome::Waiting);
+        };
+        let Some(fence) = self.fence(mark).await? else {
+            return Ok(Outcome::Behind);
         };
         let request_id = repair_request_id(mark);
         let export = || ExportToolsRequest {
@@ -232,7 +246,7 @@ impl Router {
         if by_name(want) != by_name(have) {
             return Ok(Outcome::Behind);
         }
-        self.clear(mark).await
+        self.clear(mark, &source_id, &fence).await
     }
 
     async fn repair_sync(
@@ -246,8 +260,11 @@ impl Router {
         if !sync.shard_ids.contains(&mark.shard_id) {
             return self.clear_obsolete(mark).await;
         }
-        let Some((source, target)) = self.pair(&sync.shard_ids, mark, healthy) else {
+        let Some((source_id, source, target)) = self.pair(&sync.shard_ids, mark, healthy) else {
             return Ok(Outcome::Waiting);
+        };
+        let Some(fence) = self.fence(mark).await? else {
+            return Ok(Outcome::Behind);
         };
         let request_id = repair_request_id(mark);
         let pages = RecordPages {
@@ -275,18 +292,17 @@ impl Router {
                     )
                     .await?;
                 // A record deleted from the source since it was listed is left to the next pass.
-                if records.is_empty() {
-                    continue;
+                for records in by_segments(records) {
+                    let request = SegmentUpsertRequest {
+                        project_id: mark.project_id.clone(),
+                        sync_id: mark.key.clone(),
+                        records,
+                        fields: sync.fields.clone(),
+                    };
+                    target
+                        .upsert_segments(request, &request_id, CALL_TIMEOUT)
+                        .await?;
                 }
-                let request = SegmentUpsertRequest {
-                    project_id: mark.project_id.clone(),
-                    sync_id: mark.key.clone(),
-                    records,
-                    fields: sync.fields.clone(),
-                };
-                target
-                    .upsert_segments(request, &request_id, CALL_TIMEOUT)
-                    .await?;
             }
             if !page.extra.is_empty() {
                 let request = RecordDeleteRequest {
@@ -316,21 +332,48 @@ impl Router {
                 None => break,
             }
         }
-        self.clear(mark).await
+        self.clear(mark, &source_id, &fence).await
     }
 
-    /// A healthy replica of `replicas` to copy from, and the stale one.
+    /// A healthy replica of `replicas` to copy from (its id and client), and the stale one.
     fn pair(
         &self,
         replicas: &[String],
         mark: &StaleReplica,
         healthy: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Option<(ShardClient, ShardClient)> {
+    ) -> Option<(String, ShardClient, ShardClient)> {
         let source = replicas.iter().find(|s| healthy(s.as_str()))?;
-        Some((self.shards.get(source)?, self.shards.get(&mark.shard_id)?))
+        Some((
+            source.clone(),
+            self.shards.get(source)?,
+            self.shards.get(&mark.shard_id)?,
+        ))
     }
 
-    async fn clear(&self, mark: &StaleReplica) -> Result<Outcome> {
+    /// The ledger's write fence of the mark's key, `None` while a write of it may be in flight.
+    async fn fence(&self, mark: &StaleReplica) -> Result<Option<String>> {
+        let since = now_ms() - PENDING_GRACE.as_millis() as i64;
+        Ok(self
+            .store
+            .write_fence(&mark.project_id, &mark.kind, &mark.key, since)
+            .await?)
+    }
+
+    /// Clears the mark if no write overlapped the copy (the fence is unchanged), the source is
+    /// still healthy, and the replica missed nothing since the mark was read (its epoch).
+    async fn clear(&self, mark: &StaleReplica, source: &str, fence: &str) -> Result<Outcome> {
+        if self.fence(mark).await?.as_deref() != Some(fence) {
+            return Ok(Outcome::Behind);
+        }
+        let source_stale = self
+            .store
+            .stale_replicas(Some(&mark.project_id))
+            .await?
+            .iter()
+            .any(|m| m.kind == mark.kind && m.key == mark.key && m.shard_id == source);
+        if source_stale {
+            return Ok(Outcome::Behind);
+        }
         Ok(if self.store.clear_stale(mark).await? {
             Outcome::Repaired
         } else {
@@ -342,6 +385,32 @@ impl Router {
         self.store.clear_stale(mark).await?;
         Ok(Outcome::Obsolete)
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Records in calls of at most [`SEGMENTS_PER_COPY`] segments (a record larger than that alone).
+fn by_segments(records: Vec<IndexedRecord>) -> Vec<Vec<IndexedRecord>> {
+    let mut calls: Vec<Vec<IndexedRecord>> = Vec::new();
+    let mut segments = 0;
+    for record in records {
+        let n = record.segments.len();
+        match calls.last_mut() {
+            Some(call) if segments + n <= SEGMENTS_PER_COPY => {
+                call.push(record);
+                segments += n;
+            }
+            _ => {
+                calls.push(vec![record]);
+                segments = n;
+            }
+        }
+    }
+    calls
 }
 
 fn repair_request_id(mark: &StaleReplica) -> String {
@@ -476,6 +545,35 @@ mod tests {
         assert_eq!(diff.copy, ["a"]);
         assert!(diff.extra.is_empty());
         assert_eq!(diff.next.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn record_copies_are_cut_by_segments_and_keep_every_record_in_order() {
+        let segment = agentsearch_common::shard::IndexedSegment {
+            ordinal: 0,
+            text: String::new(),
+            vector: Vec::new(),
+        };
+        let record = |id: &str, segments: usize| IndexedRecord {
+            record_id: id.into(),
+            display_name: None,
+            generation: 1,
+            principals: Vec::new(),
+            segments: vec![segment.clone(); segments],
+            fields: Vec::new(),
+        };
+        let calls = by_segments(vec![
+            record("a", 4000),
+            record("b", 96),
+            record("c", 1),
+            record("d", 9000),
+            record("e", 2),
+        ]);
+        let shape: Vec<Vec<&str>> = calls
+            .iter()
+            .map(|c| c.iter().map(|r| r.record_id.as_str()).collect())
+            .collect();
+        assert_eq!(shape, [vec!["a", "b"], vec!["c"], vec!["d"], vec!["e"]]);
     }
 
     proptest! {

@@ -6,6 +6,7 @@ mod auth;
 mod cluster;
 mod context;
 mod context_acl;
+mod drills;
 mod durability;
 mod embedded;
 mod eval;

@@ -478,3 +478,51 @@ async fn a_sync_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
     let report = router.repair_stale().await.unwrap();
     assert_eq!(report, Default::default());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_with_a_replica_down_reaches_every_live_replica_of_each_integration() {
+    let cluster = Replicated::start().await;
+    let catalog = fixture_catalog();
+    load_catalog(cluster.grpc, PROJECT, &catalog, 100).await;
+    // The router knows replica 0 is down: its calls are not even tried.
+    cluster.set_down(0, true);
+    cluster.router.shards().refresh().await.unwrap();
+
+    // One tool of every integration, deleted in one call.
+    let mut victims: BTreeMap<String, String> = BTreeMap::new();
+    for tool in &catalog {
+        victims
+            .entry(tool.integration.clone())
+            .or_insert(tool.name.clone());
+    }
+    let outcome = cluster
+        .router
+        .delete_tools(PROJECT, victims.values().cloned().collect(), "d")
+        .await
+        .unwrap();
+    assert_eq!(outcome.deleted as usize, victims.len());
+
+    let mut expected_marks = Vec::new();
+    for (integration, name) in &victims {
+        for i in cluster.replicas_of(integration).await {
+            if i == 0 {
+                expected_marks.push((STALE_INTEGRATION.to_string(), integration.clone(), 0));
+                continue;
+            }
+            let held = cluster.export(i, integration).await;
+            assert!(
+                held.iter().all(|t| &t.record.name != name),
+                "replica {i} of {integration} still holds {name}"
+            );
+            assert_eq!(
+                held.len(),
+                catalog
+                    .iter()
+                    .filter(|t| &t.integration == integration)
+                    .count()
+                    - 1
+            );
+        }
+    }
+    assert_eq!(cluster.stale().await, expected_marks);
+}

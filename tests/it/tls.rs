@@ -358,7 +358,7 @@ async fn the_public_listeners_speak_tls_only() {
         .into_inner();
     assert!(!answer.tools.is_empty());
     // The command-line client, trusting the authority.
-    let out = std::process::Command::new(crate::traces::binary())
+    let out = std::process::Command::new(agentsearch_tests::procs::binary())
         .args([
             "search",
             "send an email",

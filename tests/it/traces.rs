@@ -4,13 +4,11 @@
 //! for that call, and the router's log lines name the trace.
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentsearch_proto::v1 as pb;
+use agentsearch_tests::procs::{free_addr, spawn, wait_listening};
 use agentsearch_tests::*;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -81,66 +79,6 @@ impl TraceService for Collector {
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
-    }
-}
-
-/// The `agentsearch` binary of this build (built with the workspace's tests).
-pub(crate) fn binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = dir.join("agentsearch");
-    assert!(
-        path.exists(),
-        "{} is missing: build the workspace (cargo nextest run --workspace)",
-        path.display()
-    );
-    path
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[String], env: &[(&str, String)], stderr: std::fs::File) -> Process {
-    let mut command = Command::new(binary());
-    command
-        .args(args)
-        .env("OMP_NUM_THREADS", "1")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("AGENTSEARCH_") || key.starts_with("OTEL_") {
-            command.env_remove(key);
-        }
-    }
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    Process(command.spawn().unwrap())
-}
-
-async fn free_addr() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap()
-}
-
-/// Waits until a TCP listener answers at `addr` (30 s at most).
-async fn wait_listening(addr: SocketAddr) {
-    let started = Instant::now();
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "nothing listens at {addr}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -23,6 +23,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
+pub mod procs;
+
 pub const PROJECT: &str = "00000000-0000-4000-8000-0000000000f1";
 
 /// The HS256 secret of [`PROJECT`] in routers built with [`keyed_auth`].

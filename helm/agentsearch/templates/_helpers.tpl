@@ -159,7 +159,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "grpc" (printf "0.0.0.0:%d" (int $v.router.grpcPort))
   "http" $http
   "server" (dict "drain_secs" $v.router.drainSecs)
-  "shards" (dict "remote" (include "agentsearch.shardAddresses" . | fromJsonArray) "refresh_secs" $v.router.shardRefreshSecs)
+  "shards" (dict "remote" (include "agentsearch.shardAddresses" . | fromJsonArray) "refresh_secs" $v.router.shardRefreshSecs "replication" $v.shard.replication "write_quorum" $v.shard.writeQuorum "hedge_after_ms" $v.router.hedgeAfterMs "repair_secs" $v.router.repairSecs)
   "postgres" $postgres
   "hydration" $hydration
   "embed" $embed
@@ -263,6 +263,12 @@ checksum/secret: {{ .Values.auth.token | sha256sum }}
 {{- end -}}
 {{- if le (int $v.router.terminationGracePeriodSeconds) (int $v.router.drainSecs) -}}
 {{- fail "router.terminationGracePeriodSeconds must exceed router.drainSecs, or pods are killed while draining" -}}
+{{- end -}}
+{{- if gt (int $v.shard.replication) (int $v.shard.replicas) -}}
+{{- fail "shard.replication cannot exceed shard.replicas: each integration needs that many distinct shards" -}}
+{{- end -}}
+{{- if gt (int $v.shard.writeQuorum) (int $v.shard.replication) -}}
+{{- fail "shard.writeQuorum cannot exceed shard.replication: no write could succeed" -}}
 {{- end -}}
 {{- if le (int $v.shard.terminationGracePeriodSeconds) (int $v.shard.drainSecs) -}}
 {{- fail "shard.terminationGracePeriodSeconds must exceed shard.drainSecs, or shards are killed while draining" -}}

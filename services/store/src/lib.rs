@@ -73,10 +73,41 @@ pub struct StaleReplica {
     pub kind: String,
     pub key: String,
     pub shard_id: String,
-    /// Grows with every write the replica misses; a repair clears the epoch it saw.
+    /// Grows with every write the replica misses and never repeats; a repair clears the epoch it
+    /// saw.
     pub epoch: u64,
     /// When it was last marked, in milliseconds since the epoch.
     pub marked_at: i64,
+}
+
+/// The epoch of a new stale mark: microseconds since the Unix epoch, so a mark recorded after an
+/// earlier one of the same replica was cleared never repeats that one's epoch (a clear that read
+/// the old mark cannot remove the new one).
+pub(crate) fn epoch_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// The fence of [`MetadataStore::write_fence`] over an integration's ledger rows
+/// `(name, content_hash, stale_integrations, updated_at)`.
+pub(crate) fn tool_fence(
+    integration: &str,
+    rows: impl IntoIterator<Item = (String, String, String, i64)>,
+    since_ms: i64,
+) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    let mut rows: Vec<(String, String, String, i64)> = rows.into_iter().collect();
+    rows.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (name, hash, stale, updated_at) in &rows {
+        let pending = hash.is_empty() || stale.split(',').any(|s| s == integration);
+        if pending && *updated_at >= since_ms {
+            return None;
+        }
+        (name, hash, stale, updated_at).hash(&mut hasher);
+    }
+    Some(format!("{}:{:016x}", rows.len(), hasher.finish()))
 }
 
 /// The `kind` of a [`StaleReplica`] of an integration's index.
@@ -402,8 +433,9 @@ pub trait MetadataStore: Send + Sync + 'static {
 
     // Replica health.
 
-    /// Marks replicas stale (one transaction): a new mark gets epoch 1, an existing one's epoch
-    /// grows by one; `marked_at` is now. `epoch` and `marked_at` of `marks` are ignored.
+    /// Marks replicas stale (one transaction): a new mark's epoch is the time in microseconds, an
+    /// existing one's grows (by one at least), so no two marks of a replica share an epoch, also
+    /// across a clear; `marked_at` is now. `epoch` and `marked_at` of `marks` are ignored.
     async fn mark_stale(&self, marks: &[StaleReplica]) -> Result<()>;
     /// Stale replicas of a project, or of every project (`None`), ordered by project, kind, key
     /// and shard.
@@ -411,6 +443,18 @@ pub trait MetadataStore: Send + Sync + 'static {
     /// Clears a mark if its epoch is still `mark.epoch` (no write was missed since it was read);
     /// returns whether it did.
     async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool>;
+    /// What the ledger says of the writes of one integration (`kind` [`STALE_INTEGRATION`]) or
+    /// sync ([`STALE_SYNC`]): `None` while a write of it may be in flight (an entry it touches
+    /// was marked pending at or after `since_ms`), else a fingerprint that changes whenever a
+    /// write of it completes. A repair reads it before and after copying: equal fingerprints mean
+    /// no write overlapped the copy.
+    async fn write_fence(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        since_ms: i64,
+    ) -> Result<Option<String>>;
 }
 
 /// The distinct items of `items`, sorted.
@@ -749,55 +793,110 @@ pub mod conformance {
             ])
             .await
             .unwrap();
+        let first_slack = store.stale_replicas(Some(p)).await.unwrap()[0].clone();
         store
             .mark_stale(&[mark(p, STALE_INTEGRATION, "slack", "s2")])
             .await
             .unwrap();
         let marks = store.stale_replicas(Some(p)).await.unwrap();
-        let shape: Vec<(&str, &str, &str, u64)> = marks
+        let shape: Vec<(&str, &str, &str)> = marks
             .iter()
-            .map(|m| {
-                (
-                    m.kind.as_str(),
-                    m.key.as_str(),
-                    m.shard_id.as_str(),
-                    m.epoch,
-                )
-            })
+            .map(|m| (m.kind.as_str(), m.key.as_str(), m.shard_id.as_str()))
             .collect();
         assert_eq!(
             shape,
-            [
-                ("integration", "slack", "s2", 2),
-                ("sync", "sync-1", "s1", 1)
-            ]
+            [("integration", "slack", "s2"), ("sync", "sync-1", "s1")]
         );
         assert!(marks.iter().all(|m| m.marked_at > 0 && m.project_id == p));
         assert_eq!(store.stale_replicas(None).await.unwrap().len(), 3);
-        // A clear with an old epoch keeps the mark; the current epoch clears it once.
+        // A second miss grew the epoch: a clear with the first one keeps the mark; the current
+        // epoch clears it once.
         let slack = marks[0].clone();
-        assert!(
-            !store
-                .clear_stale(&StaleReplica {
-                    epoch: 1,
-                    ..slack.clone()
-                })
-                .await
-                .unwrap()
-        );
+        assert!(slack.epoch > first_slack.epoch, "{slack:?} {first_slack:?}");
+        assert!(!store.clear_stale(&first_slack).await.unwrap());
         assert!(store.clear_stale(&slack).await.unwrap());
         assert!(!store.clear_stale(&slack).await.unwrap());
-        // A mark cleared and missed again starts over.
+        // A mark cleared and missed again gets an epoch of its own: the old clear cannot take it.
         store
             .mark_stale(&[mark(p, STALE_INTEGRATION, "slack", "s2")])
             .await
             .unwrap();
         let again = store.stale_replicas(Some(p)).await.unwrap();
-        assert_eq!(again[0].epoch, 1);
+        assert!(again[0].epoch > slack.epoch);
+        assert!(!store.clear_stale(&slack).await.unwrap());
         for m in store.stale_replicas(None).await.unwrap() {
             assert!(store.clear_stale(&m).await.unwrap());
         }
         assert!(store.stale_replicas(None).await.unwrap().is_empty());
+
+        // Write fences: a completed write changes them, a recent pending entry withholds them, an
+        // old one (an abandoned write) does not; a tool moving out counts for the integration it
+        // leaves.
+        let fence = |kind: &'static str, key: &'static str, since: i64| async move {
+            store.write_fence(p, kind, key, since).await.unwrap()
+        };
+        let tool = |name: &str, integration: &str, hash: &str, stale: &[&str]| CatalogEntry {
+            name: name.into(),
+            integration: integration.into(),
+            content_hash: hash.into(),
+            stale: strings(stale),
+        };
+        let empty = fence(STALE_INTEGRATION, "fence", 0).await.unwrap();
+        store
+            .put_catalog_entries(p, &[tool("F1", "fence", "h1", &[])])
+            .await
+            .unwrap();
+        let one = fence(STALE_INTEGRATION, "fence", 0).await.unwrap();
+        assert_ne!(one, empty);
+        assert_eq!(fence(STALE_INTEGRATION, "fence", 0).await.unwrap(), one);
+        store
+            .put_catalog_entries(p, &[tool("F1", "fenced", "", &["fence"])])
+            .await
+            .unwrap();
+        assert_eq!(fence(STALE_INTEGRATION, "fence", 0).await, None);
+        assert_eq!(fence(STALE_INTEGRATION, "fenced", 0).await, None);
+        let later = i64::MAX / 2;
+        assert!(fence(STALE_INTEGRATION, "fence", later).await.is_some());
+        store
+            .put_catalog_entries(p, &[tool("F1", "fenced", "h2", &[])])
+            .await
+            .unwrap();
+        assert_eq!(fence(STALE_INTEGRATION, "fence", 0).await.unwrap(), empty);
+        assert!(fence(STALE_INTEGRATION, "fenced", 0).await.is_some());
+        store
+            .delete_catalog_entries(p, &strings(&["F1"]))
+            .await
+            .unwrap();
+
+        store
+            .create_sync(&SyncRow {
+                id: "sync-fence".into(),
+                project_id: p.into(),
+                source: "gdrive".into(),
+                owner: "o".into(),
+                shard_ids: strings(&["s1"]),
+                generation: 0,
+                records: 0,
+                segments: 0,
+                created_at_ms: 0,
+                last_ingest_at_ms: None,
+                fields: Vec::new(),
+            })
+            .await
+            .unwrap();
+        let before = fence(STALE_SYNC, "sync-fence", 0).await.unwrap();
+        store
+            .put_records(p, "sync-fence", &[rec("r1", 1, "h1", 1, &[])])
+            .await
+            .unwrap();
+        let after = fence(STALE_SYNC, "sync-fence", 0).await.unwrap();
+        assert_ne!(after, before);
+        store
+            .mark_records_pending(p, "sync-fence", &strings(&["r1"]))
+            .await
+            .unwrap();
+        assert_eq!(fence(STALE_SYNC, "sync-fence", 0).await, None);
+        assert!(fence(STALE_SYNC, "sync-fence", later).await.is_some());
     }
 
     /// Feedback: a repeat replaces, the newest `keep` stay, projects and kinds are isolated;

@@ -1061,17 +1061,21 @@ impl MetadataStore for PgStore {
         let stmt = tx
             .prepare_cached(
                 "INSERT INTO stale_replicas (project_id, kind, key, shard_id, epoch, marked_at)
-                 VALUES ($1, $2, $3, $4, 1, $5)
+                 VALUES ($1, $2, $3, $4, $6, $5)
                  ON CONFLICT (project_id, kind, key, shard_id)
-                 DO UPDATE SET epoch = stale_replicas.epoch + 1, marked_at = excluded.marked_at",
+                 DO UPDATE SET epoch = GREATEST(stale_replicas.epoch + 1, excluded.epoch),
+                               marked_at = excluded.marked_at",
             )
             .await
             .map_err(backend)?;
-        let now = now_ms();
+        let (now, epoch) = (now_ms(), crate::epoch_now());
         for m in marks {
-            tx.execute(&stmt, &[&m.project_id, &m.kind, &m.key, &m.shard_id, &now])
-                .await
-                .map_err(backend)?;
+            tx.execute(
+                &stmt,
+                &[&m.project_id, &m.kind, &m.key, &m.shard_id, &now, &epoch],
+            )
+            .await
+            .map_err(backend)?;
         }
         tx.commit().await.map_err(backend)
     }
@@ -1118,6 +1122,51 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         Ok(n > 0)
+    }
+
+    async fn write_fence(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        since_ms: i64,
+    ) -> Result<Option<String>> {
+        let client = self.client().await?;
+        if kind == crate::STALE_SYNC {
+            let generation: Option<i64> = client
+                .query_opt(
+                    "SELECT generation FROM syncs WHERE project_id = $1 AND id = $2",
+                    &[&project_id, &key],
+                )
+                .await
+                .map_err(backend)?
+                .map(|r| r.get(0));
+            let pending: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM sync_records
+                     WHERE sync_id = $1 AND content_hash = '' AND updated_at >= $2",
+                    &[&key, &since_ms],
+                )
+                .await
+                .map_err(backend)?
+                .get(0);
+            return Ok((pending == 0).then(|| format!("{generation:?}")));
+        }
+        let rows = client
+            .query(
+                "SELECT name, content_hash, stale_integrations, updated_at FROM tools
+                 WHERE project_id = $1
+                   AND (integration = $2 OR ',' || stale_integrations || ',' LIKE '%,' || $2 || ',%')",
+                &[&project_id, &key],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(crate::tool_fence(
+            key,
+            rows.into_iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))),
+            since_ms,
+        ))
     }
 }
 

@@ -954,13 +954,14 @@ impl MetadataStore for SqliteStore {
             {
                 let mut stmt = tx.prepare_cached(
                     "INSERT INTO stale_replicas (project_id, kind, key, shard_id, epoch, marked_at)
-                     VALUES (?1, ?2, ?3, ?4, 1, ?5)
+                     VALUES (?1, ?2, ?3, ?4, ?6, ?5)
                      ON CONFLICT (project_id, kind, key, shard_id)
-                     DO UPDATE SET epoch = stale_replicas.epoch + 1, marked_at = excluded.marked_at",
+                     DO UPDATE SET epoch = MAX(stale_replicas.epoch + 1, excluded.epoch),
+                                   marked_at = excluded.marked_at",
                 )?;
-                let now = now_ms();
+                let (now, epoch) = (now_ms(), crate::epoch_now());
                 for m in &marks {
-                    stmt.execute(params![m.project_id, m.kind, m.key, m.shard_id, now])?;
+                    stmt.execute(params![m.project_id, m.kind, m.key, m.shard_id, now, epoch])?;
                 }
             }
             tx.commit()
@@ -1001,6 +1002,46 @@ impl MetadataStore for SqliteStore {
                 params![m.project_id, m.kind, m.key, m.shard_id, epoch],
             )?;
             Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn write_fence(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        since_ms: i64,
+    ) -> Result<Option<String>> {
+        let (p, kind, key) = (project_id.to_string(), kind.to_string(), key.to_string());
+        self.with(move |c| {
+            if kind == crate::STALE_SYNC {
+                let generation: Option<i64> = c
+                    .query_row(
+                        "SELECT generation FROM syncs WHERE project_id = ?1 AND id = ?2",
+                        params![p, key],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let pending: i64 = c.query_row(
+                    "SELECT count(*) FROM sync_records
+                     WHERE sync_id = ?1 AND content_hash = '' AND updated_at >= ?2",
+                    params![key, since_ms],
+                    |r| r.get(0),
+                )?;
+                return Ok((pending == 0).then(|| format!("{generation:?}")));
+            }
+            let mut stmt = c.prepare_cached(
+                "SELECT name, content_hash, stale_integrations, updated_at FROM tools
+                 WHERE project_id = ?1
+                   AND (integration = ?2 OR ',' || stale_integrations || ',' LIKE '%,' || ?2 || ',%')",
+            )?;
+            let rows = stmt
+                .query_map(params![p, key], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(crate::tool_fence(&key, rows, since_ms))
         })
         .await
     }

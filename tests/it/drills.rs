@@ -1,0 +1,372 @@
+//! Crash drills on real processes: three `agentsearch shard` processes and an `agentsearch router`
+//! (replication 2, write quorum 1) over gRPC on loopback, metadata in PostgreSQL. A shard is
+//! killed with SIGKILL under a steady search load (no request may fail or come back partial) and
+//! in the middle of a streamed catalog ingest (every acknowledged batch must be searchable once
+//! the shard is back and repaired, also with another shard down). Run with `--nocapture` to see
+//! the latency figures of each phase (BENCHMARKS.md records them).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentsearch_common::tool::ToolDefinition;
+use agentsearch_proto::v1 as pb;
+use agentsearch_tests::procs::{Process, free_addr, spawn, wait_listening};
+use agentsearch_tests::*;
+use tonic::transport::Channel;
+
+struct ShardProc {
+    addr: SocketAddr,
+    dir: PathBuf,
+    process: Option<Process>,
+}
+
+/// Shard processes and a router process over them.
+struct Procs {
+    dir: tempfile::TempDir,
+    shards: Vec<ShardProc>,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    schema: String,
+    _router: Process,
+}
+
+impl Procs {
+    async fn start(shards: usize) -> Procs {
+        let dir = tempfile::tempdir().unwrap();
+        let mut procs = Vec::new();
+        for i in 0..shards {
+            procs.push(ShardProc {
+                addr: free_addr().await,
+                dir: dir.path().join(format!("shard{i}")),
+                process: None,
+            });
+        }
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let (grpc, http) = (free_addr().await, free_addr().await);
+        let env = vec![
+            ("AGENTSEARCH_AUTH__TOKEN", SERVICE_TOKEN.to_string()),
+            ("AGENTSEARCH_POSTGRES__SCHEMA", schema.clone()),
+            (
+                "AGENTSEARCH_EMBED__MODEL_DIR",
+                model_dir().display().to_string(),
+            ),
+            ("AGENTSEARCH_SHARDS__REPLICATION", "2".into()),
+            ("AGENTSEARCH_SHARDS__WRITE_QUORUM", "1".into()),
+            ("AGENTSEARCH_SHARDS__REFRESH_SECS", "1".into()),
+            ("AGENTSEARCH_SHARDS__REPAIR_SECS", "1".into()),
+        ];
+        let args = vec![
+            "router".to_string(),
+            "--grpc".into(),
+            grpc.to_string(),
+            "--http".into(),
+            http.to_string(),
+            "--shards".into(),
+            procs
+                .iter()
+                .map(|s| s.addr.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            "--postgres".into(),
+            postgres_url(),
+        ];
+        let router = spawn(
+            &args,
+            &env,
+            std::fs::File::create(dir.path().join("router.log")).unwrap(),
+        );
+        let mut cluster = Procs {
+            dir,
+            shards: procs,
+            grpc,
+            http,
+            schema,
+            _router: router,
+        };
+        for i in 0..shards {
+            cluster.start_shard(i).await;
+        }
+        wait_listening(grpc).await;
+        cluster.wait_reachable(shards).await;
+        cluster
+    }
+
+    /// Starts (or restarts) shard `i` on its address and data dir.
+    async fn start_shard(&mut self, i: usize) {
+        let shard = &mut self.shards[i];
+        let args = vec![
+            "shard".to_string(),
+            "--grpc".into(),
+            shard.addr.to_string(),
+            "--data-dir".into(),
+            shard.dir.display().to_string(),
+        ];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("shard{i}.log")))
+            .unwrap();
+        shard.process = Some(spawn(
+            &args,
+            &[("AGENTSEARCH_AUTH__TOKEN", SERVICE_TOKEN.to_string())],
+            log,
+        ));
+        wait_listening(shard.addr).await;
+    }
+
+    fn kill9(&mut self, i: usize) {
+        if let Some(mut process) = self.shards[i].process.take() {
+            process.kill9();
+        }
+    }
+
+    /// Waits until the router's last probes reached `want` shards (30 s at most).
+    async fn wait_reachable(&self, want: usize) {
+        let started = Instant::now();
+        loop {
+            let (_, _, body) = http(self.http, "GET", "/readyz", &[], "").await;
+            let readiness: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let reached = readiness["shards"]
+                .as_array()
+                .map_or(0, |s| s.iter().filter(|s| s["reachable"] == true).count());
+            if reached == want {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the router did not reach {want} shards: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until no replica is marked stale (60 s at most).
+    async fn wait_repaired(&self) {
+        let started = Instant::now();
+        loop {
+            let rows = pg_rows(&self.schema, "SELECT count(*)::text FROM stale_replicas").await;
+            if rows[0][0] == "0" {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{} stale replicas were not repaired",
+                rows[0][0]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn stale_marks(&self) -> usize {
+        pg_rows(&self.schema, "SELECT count(*)::text FROM stale_replicas").await[0][0]
+            .parse()
+            .unwrap()
+    }
+}
+
+/// One search's outcome.
+struct Sample {
+    phase: usize,
+    took: Duration,
+    ok: bool,
+    partial: bool,
+}
+
+const PHASES: [&str; 3] = ["all shards up", "one shard killed", "shard restarted"];
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn search_load(
+    channel: Channel,
+    queries: Arc<Vec<String>>,
+    phase: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    seed: usize,
+) -> Vec<Sample> {
+    let mut client = pb::tool_search_client::ToolSearchClient::new(channel);
+    let mut samples = Vec::new();
+    let mut i = seed;
+    while !stop.load(Ordering::SeqCst) {
+        let query = &queries[i % queries.len()];
+        i += 1;
+        let at = phase.load(Ordering::SeqCst);
+        let started = Instant::now();
+        let answer = client
+            .search_tools(bearer(search_request(query), Some(SERVICE_TOKEN)))
+            .await;
+        let took = started.elapsed();
+        let (ok, partial) = match &answer {
+            Ok(r) => (true, r.get_ref().usage.as_ref().is_some_and(|u| u.partial)),
+            Err(status) => {
+                eprintln!("drill: search failed: {status}");
+                (false, false)
+            }
+        };
+        samples.push(Sample {
+            phase: at.max(phase.load(Ordering::SeqCst)),
+            took,
+            ok,
+            partial,
+        });
+    }
+    samples
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_replica_under_search_load_fails_no_request() {
+    let mut cluster = Procs::start(3).await;
+    let catalog = spread_catalog();
+    let channel = channel(cluster.grpc).await;
+    load_catalog_over(channel.clone(), PROJECT, &catalog, 50, Some(SERVICE_TOKEN)).await;
+    let queries: Arc<Vec<String>> = Arc::new(
+        catalog
+            .iter()
+            .step_by(3)
+            .map(|t| t.description.clone())
+            .collect(),
+    );
+
+    // Two clients search back to back through the phases.
+    let phase = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|seed| {
+            tokio::spawn(search_load(
+                channel.clone(),
+                queries.clone(),
+                phase.clone(),
+                stop.clone(),
+                seed * 7,
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    phase.store(1, Ordering::SeqCst);
+    cluster.kill9(0);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cluster.start_shard(0).await;
+    cluster.wait_reachable(3).await;
+    phase.store(2, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut samples = Vec::new();
+    for client in clients {
+        samples.extend(client.await.unwrap());
+    }
+
+    for (i, name) in PHASES.iter().enumerate() {
+        let of_phase: Vec<&Sample> = samples.iter().filter(|s| s.phase == i).collect();
+        let mut took: Vec<Duration> = of_phase.iter().map(|s| s.took).collect();
+        took.sort();
+        let failed = of_phase.iter().filter(|s| !s.ok).count();
+        let partial = of_phase.iter().filter(|s| s.partial).count();
+        println!(
+            "drill: {name}: {} searches, {failed} failed, {partial} partial, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            of_phase.len(),
+            percentile(&took, 0.5).as_secs_f64() * 1e3,
+            percentile(&took, 0.99).as_secs_f64() * 1e3,
+            took.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        );
+        assert!(!of_phase.is_empty(), "no search in phase {name}");
+        assert_eq!(failed, 0, "searches failed in phase {name}");
+        assert_eq!(partial, 0, "partial answers in phase {name}");
+    }
+}
+
+/// Tools of batch `b`: `per` tools of integration `drill_{b % 6}`, each with a word of its own.
+fn batch(b: usize, per: usize) -> Vec<ToolDefinition> {
+    (0..per)
+        .map(|i| ToolDefinition {
+            name: format!("DRILL_{b}_{i}"),
+            integration: format!("drill_{}", b % 6),
+            description: format!("Reconciles the wombat{b}x{i} ledger of the drill warehouse."),
+            ..fixture_catalog()[0].clone()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_replica_mid_ingest_loses_no_acknowledged_batch() {
+    let mut cluster = Procs::start(3).await;
+    let channel = channel(cluster.grpc).await;
+
+    // A streamed ingest, one batch at a time; shard 1 is killed while batch 10 is being written.
+    let (send, receive) = tokio::sync::mpsc::channel::<pb::UpsertToolsRequest>(1);
+    let mut acks = pb::tool_catalog_client::ToolCatalogClient::new(channel.clone())
+        .upsert_tools(bearer(
+            tokio_stream::wrappers::ReceiverStream::new(receive),
+            Some(SERVICE_TOKEN),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let batches = 24;
+    let mut acknowledged = Vec::new();
+    for b in 0..batches {
+        let tools = batch(b, 4);
+        send.send(pb::UpsertToolsRequest {
+            project_id: PROJECT.into(),
+            tools: tools.iter().map(to_proto_tool).collect(),
+        })
+        .await
+        .unwrap();
+        if b == 10 {
+            cluster.kill9(1);
+        }
+        match acks.message().await {
+            Ok(Some(_)) => acknowledged.extend(tools),
+            Ok(None) => panic!("the ingest stream ended at batch {b}"),
+            Err(status) => panic!("batch {b} was refused with a replica down: {status}"),
+        }
+    }
+    drop(send);
+    assert!(acks.message().await.unwrap().is_none());
+    let marked = cluster.stale_marks().await;
+    assert!(marked > 0, "no replica was marked stale");
+
+    // The shard comes back on its data dir and is repaired from its peers.
+    cluster.start_shard(1).await;
+    cluster.wait_reachable(3).await;
+    let started = Instant::now();
+    cluster.wait_repaired().await;
+    println!(
+        "drill: {} acknowledged tools, {marked} stale replicas repaired in {:.1} s after the restart",
+        acknowledged.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    // Another shard dies: whatever it shared with the repaired one is now served by the repaired
+    // one alone, and every acknowledged tool is still found.
+    cluster.kill9(2);
+    cluster.wait_reachable(2).await;
+    let mut client = pb::tool_search_client::ToolSearchClient::new(channel);
+    for tool in &acknowledged {
+        let word = tool.description.split_whitespace().nth(2).unwrap();
+        let mut request = search_request(&format!("{word} ledger"));
+        request.top_k = Some(3);
+        let response = client
+            .search_tools(bearer(request, Some(SERVICE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            !response.usage.as_ref().unwrap().partial,
+            "{:?}",
+            response.usage
+        );
+        assert!(
+            names(&response).contains(&tool.name),
+            "{} (acknowledged) is not found: {:?}",
+            tool.name,
+            names(&response)
+        );
+    }
+}
