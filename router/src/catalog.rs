@@ -1,13 +1,15 @@
 //! Catalog maintenance: validate, count tokens, skip unchanged tools, embed in batches, place new
-//! integrations, write every replica, then record the ledger. A batch is acknowledged only once all
-//! of it is indexed.
+//! integrations, write every replica under the write quorum (see [`crate::quorum`]: replicas that
+//! miss the write are marked stale, not read from, and repaired by [`crate::repair`]), then record
+//! the ledger. A batch is acknowledged only once all of it is indexed on a quorum of every
+//! integration's replicas.
 //!
 //! The ledger (metadata store) is the record of what the shards hold. Every write follows one
 //! protocol so that a failure at any step leaves the ledger pessimistic, never optimistic, and a
 //! later write of the same names repairs everything:
 //! 1. mark the names pending: content hash cleared (so any later upsert rewrites them) and every
 //!    integration that may still hold a copy recorded as stale;
-//! 2. write the shards;
+//! 2. write the shards (every replica; the write quorum must acknowledge);
 //! 3. delete the names from their stale integrations;
 //! 4. record the final entries (or remove them, for a delete).
 //!

@@ -1,6 +1,7 @@
-//! Context search: syncs and their records (segmented, embedded, written to every replica of the
-//! sync's shards, then recorded in the metadata store), permission-filtered hybrid search over
-//! their segments, and reading around a segment.
+//! Context search: syncs and their records (segmented, embedded, written to the replicas of the
+//! sync's shards under the write quorum, then recorded in the metadata store), permission-filtered
+//! hybrid search over their segments (each sync read from one replica, least loaded first, never a
+//! stale one while another is not), and reading around a segment.
 //!
 //! Permissions: a record's ACL becomes principal tokens (`Acl::tokens`) stored with each of its
 //! segments on the shards. A caller's identity becomes, per searched sync, the tokens it holds
@@ -10,8 +11,9 @@
 //!
 //! Writes follow the protocol of [`crate::context_write`]: the records a batch changes are marked
 //! pending in the store (new ones included, so a record a shard holds is always known and
-//! deletable), every replica is written, then the store records the final entries, all on a task
-//! a caller cannot cancel. A batch is acknowledged only after that.
+//! deletable), every replica is written (a quorum must acknowledge; those that missed it are marked
+//! stale and repaired, see [`crate::quorum`] and [`crate::repair`]), then the store records the
+//! final entries, all on a task a caller cannot cancel. A batch is acknowledged only after that.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -42,7 +44,7 @@ use crate::context_api::{
 };
 use crate::context_write::RecordWrite;
 use crate::placement::rendezvous;
-use crate::replicas::{Alternatives, PartPlan, Planner, StaleSet, run_part};
+use crate::replicas::{AlternativesFn, PartPlan, Planner, StaleSet, run_part};
 use crate::search::{TraceRecorder, fuse_keyed};
 use crate::shards::ShardClient;
 use crate::{Router, detached};
@@ -596,7 +598,8 @@ impl Router {
         });
         trace.step("prepare");
 
-        // Fan out; a failed shard's syncs are retried once on their next replica.
+        // Fan out; a slow part is hedged, a failed one re-routed to other replicas (see
+        // [`crate::replicas::run_part`]).
         let request_for = |scopes: Vec<SyncScope>| ContextSearchRequest {
             project_id: req.project_id.clone(),
             syncs: scopes,
@@ -980,7 +983,7 @@ impl Router {
         req: &ContextSearch,
         parts: &[(String, Vec<usize>)],
         scopes: &[Scope],
-        alternatives: &(dyn Fn(&[usize], &HashSet<String>) -> Alternatives<usize> + Sync),
+        alternatives: &AlternativesFn<'_, usize>,
         request_id: &str,
         deadline: Instant,
     ) -> TermStats {

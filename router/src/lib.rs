@@ -84,6 +84,8 @@ pub struct Router {
     placement_cache: Mutex<HashMap<String, (Instant, Arc<Vec<Placement>>)>>,
     /// Each project's stale replicas, as last read from the store.
     stale_cache: Mutex<HashMap<String, (Instant, Arc<replicas::StaleSet>)>>,
+    /// Grows with every invalidation of `stale_cache`.
+    stale_version: std::sync::atomic::AtomicU64,
     /// Writes to one project's catalog, or to one sync's records, run one at a time.
     write_locks: KeyedLocks,
     lifecycle: health::Lifecycle,
@@ -119,6 +121,7 @@ impl Router {
             hydration: None,
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
+            stale_version: std::sync::atomic::AtomicU64::new(0),
             write_locks: KeyedLocks::default(),
             lifecycle: health::Lifecycle::default(),
             drain: Duration::ZERO,
@@ -199,12 +202,16 @@ impl Router {
         {
             return stale.clone();
         }
+        let version = self.stale_version.load(std::sync::atomic::Ordering::SeqCst);
         match self.store.stale_replicas(Some(project_id)).await {
             Ok(marks) => {
                 let stale = Arc::new(replicas::StaleSet::of(marks));
-                self.stale_cache
-                    .lock()
-                    .insert(project_id.to_string(), (Instant::now(), stale.clone()));
+                // A write or repair that changed the marks while they were read invalidated
+                // them: what was read may predate it, so it is used once, not cached.
+                let mut cache = self.stale_cache.lock();
+                if self.stale_version.load(std::sync::atomic::Ordering::SeqCst) == version {
+                    cache.insert(project_id.to_string(), (Instant::now(), stale.clone()));
+                }
                 stale
             }
             Err(err) => {
@@ -216,7 +223,10 @@ impl Router {
 
     /// Forgets the cached stale replicas of a project (after a write or a repair changed them).
     pub(crate) fn invalidate_stale(&self, project_id: &str) {
-        self.stale_cache.lock().remove(project_id);
+        let mut cache = self.stale_cache.lock();
+        self.stale_version
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        cache.remove(project_id);
     }
 }
 

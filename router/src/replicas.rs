@@ -134,6 +134,10 @@ pub(crate) fn salt_of(request_id: &str) -> usize {
 /// left.
 pub(crate) type Alternatives<K> = (Vec<(String, Vec<K>)>, Vec<K>);
 
+/// Gives the alternatives of some keys, given the shards already tried.
+pub(crate) type AlternativesFn<'a, K> =
+    dyn Fn(&[K], &HashSet<String>) -> Alternatives<K> + Sync + 'a;
+
 /// What one part of a search came to: the answers that count (each key answered once) and the
 /// keys no replica answered, with the last error seen for them.
 pub(crate) struct PartOutcome<K, A> {
@@ -151,7 +155,7 @@ pub(crate) struct PartOutcome<K, A> {
 pub(crate) struct PartPlan<'a, K> {
     pub shards: &'a ShardSet,
     /// The alternatives of some keys given the shards already tried.
-    pub alternatives: &'a (dyn Fn(&[K], &HashSet<String>) -> Alternatives<K> + Sync),
+    pub alternatives: &'a AlternativesFn<'a, K>,
     /// `None`: never hedge.
     pub hedge_after: Option<Duration>,
     pub deadline: Instant,

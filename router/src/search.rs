@@ -29,7 +29,7 @@ use crate::api::{
     Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
     ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
-use crate::replicas::{Alternatives, PartPlan, Planner, run_part};
+use crate::replicas::{AlternativesFn, PartPlan, Planner, run_part};
 use crate::shards::ShardClient;
 use crate::{Router, connections};
 use agentsearch_store::STALE_INTEGRATION;
@@ -1007,7 +1007,7 @@ impl Router {
         project_id: &str,
         query: &str,
         parts: &[Part],
-        alternatives: &(dyn Fn(&[String], &HashSet<String>) -> Alternatives<String> + Sync),
+        alternatives: &AlternativesFn<'_, String>,
         request_id: &str,
         deadline: Instant,
     ) -> TermStats {
@@ -1052,7 +1052,7 @@ impl Router {
     async fn fan_out(
         &self,
         parts: &[Part],
-        alternatives: &(dyn Fn(&[String], &HashSet<String>) -> Alternatives<String> + Sync),
+        alternatives: &AlternativesFn<'_, String>,
         make: &(dyn Fn(Vec<String>) -> ShardSearchRequest + Sync),
         request_id: &str,
         deadline: Instant,
