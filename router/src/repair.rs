@@ -32,9 +32,12 @@ use agentsearch_common::{Error, Result};
 use agentsearch_store::{STALE_INTEGRATION, STALE_SYNC, StaleReplica};
 
 use crate::Router;
+use crate::placement::rendezvous;
 use crate::shards::ShardClient;
 
 pub(crate) const REPAIRS: &str = "agentsearch_replica_repairs_total";
+/// Integrations and syncs whose only replica was lost.
+pub(crate) const LOST: &str = "agentsearch_replicas_lost_total";
 
 /// Time one repair call has (an export of a large integration, a copy of a page of records).
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -75,8 +78,10 @@ enum Outcome {
 }
 
 impl Router {
-    /// One repair pass over every stale replica of every project (see the module docs).
+    /// One repair pass over every stale replica of every project (see the module docs), after
+    /// moving the replicas of shards that came back without their data.
     pub async fn repair_stale(&self) -> Result<RepairReport> {
+        self.move_lost_replicas().await?;
         let marks = self.store.stale_replicas(None).await?;
         let mut report = RepairReport::default();
         if marks.is_empty() {
@@ -152,6 +157,75 @@ impl Router {
             }
         }
         Ok(report)
+    }
+
+    /// Moves every replica held by a shard that answered at its address with a new id (its data
+    /// dir was lost) to another shard: the new replica is marked stale first, so it is not read
+    /// until the repair has copied everything into it from a surviving replica. A key with no
+    /// other replica (replication 1) is not moved: its data is lost, and its searches report it
+    /// unavailable rather than answer from an empty index.
+    async fn move_lost_replicas(&self) -> Result<()> {
+        let replaced = self.shards.replaced();
+        if replaced.is_empty() {
+            return Ok(());
+        }
+        let live = self.shards.ids();
+        for lost in replaced.keys() {
+            for set in self.store.replicas_on(lost).await? {
+                let survivors: Vec<&String> = set
+                    .shard_ids
+                    .iter()
+                    .filter(|id| *id != lost && live.contains(id))
+                    .collect();
+                if survivors.is_empty() {
+                    tracing::error!(
+                        project_id = %set.project_id, kind = %set.kind, key = %set.key,
+                        shard_id = %lost, "the only replica was lost: re-ingest it from its source"
+                    );
+                    metrics::counter!(LOST, "kind" => set.kind.clone()).increment(1);
+                    continue;
+                }
+                let candidates: Vec<String> = live
+                    .iter()
+                    .filter(|id| !set.shard_ids.contains(id))
+                    .cloned()
+                    .collect();
+                let Some(to) = rendezvous(
+                    &format!("{}/{}/{}", set.project_id, set.kind, set.key),
+                    &candidates,
+                    1,
+                )
+                .into_iter()
+                .next() else {
+                    tracing::warn!(
+                        project_id = %set.project_id, kind = %set.kind, key = %set.key,
+                        "no shard left to hold a lost replica"
+                    );
+                    continue;
+                };
+                self.store
+                    .mark_stale(&[StaleReplica {
+                        project_id: set.project_id.clone(),
+                        kind: set.kind.clone(),
+                        key: set.key.clone(),
+                        shard_id: to.clone(),
+                        epoch: 0,
+                        marked_at: 0,
+                    }])
+                    .await?;
+                self.store
+                    .move_replica(&set.project_id, &set.kind, &set.key, lost, &to)
+                    .await?;
+                tracing::info!(
+                    project_id = %set.project_id, kind = %set.kind, key = %set.key,
+                    from = %lost, to = %to, "lost replica moved; the repair fills it"
+                );
+                self.invalidate_placements(&set.project_id);
+                self.invalidate_stale(&set.project_id);
+            }
+            self.shards.forget_replaced(lost);
+        }
+        Ok(())
     }
 
     /// Repairs passes every `every` until `stop` resolves; a failed pass is logged and retried.

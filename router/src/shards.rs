@@ -564,6 +564,9 @@ struct Members {
     by_id: BTreeMap<String, ShardClient>,
     /// Requests this router has in flight on each shard (by id, kept across re-keying).
     in_flight: BTreeMap<String, Arc<std::sync::atomic::AtomicUsize>>,
+    /// Ids whose address now answers with another id (the shard came back with an empty data
+    /// dir): old id -> new id, until their replicas were moved (see [`ShardSet::replaced`]).
+    replaced: BTreeMap<String, String>,
     /// Every configured shard in configuration order: its address, the id it answered with, and
     /// whether the last probe reached it.
     slots: Vec<Slot>,
@@ -644,6 +647,7 @@ impl ShardSet {
             inner: Arc::new(parking_lot::RwLock::new(Members {
                 by_id: BTreeMap::new(),
                 in_flight: BTreeMap::new(),
+                replaced: BTreeMap::new(),
                 slots,
             })),
         }
@@ -666,6 +670,7 @@ impl ShardSet {
             .map(|(i, client)| async move { (i, client.info("probe", PROBE_TIMEOUT).await) });
         let answers = futures::future::join_all(probes).await;
         let mut members = self.inner.write();
+        let mut replaced = Vec::new();
         for (i, answer) in answers {
             let slot = &mut members.slots[i];
             match answer {
@@ -676,8 +681,9 @@ impl ShardSet {
                         if let Some(old) = &slot.id {
                             tracing::warn!(
                                 address = %slot.address, old = %old, new = %info.shard_id,
-                                "shard answers with a new id"
+                                "shard answers with a new id: its data is gone, its replicas move"
                             );
+                            replaced.push((old.clone(), info.shard_id.clone()));
                         } else {
                             tracing::info!(address = %slot.address, shard = %info.shard_id, "shard joined");
                         }
@@ -711,6 +717,7 @@ impl ShardSet {
         for id in by_id.keys() {
             members.in_flight.entry(id.clone()).or_default();
         }
+        members.replaced.extend(replaced);
         members.by_id = by_id;
         let reachable = members.slots.iter().filter(|s| s.reachable).count();
         metrics::gauge!(agentsearch_common::metrics::SHARDS_CONFIGURED)
@@ -734,6 +741,17 @@ impl ShardSet {
                 }
             }
         }
+    }
+
+    /// Shards whose address answered with a new id since this router started (their data dir was
+    /// lost): old id -> new id. Their replicas are to be moved (see [`crate::repair`]).
+    pub fn replaced(&self) -> BTreeMap<String, String> {
+        self.inner.read().replaced.clone()
+    }
+
+    /// Forgets a replaced id once its replicas were moved.
+    pub(crate) fn forget_replaced(&self, old: &str) {
+        self.inner.write().replaced.remove(old);
     }
 
     /// Ids of the shards that have answered, sorted.

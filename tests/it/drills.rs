@@ -2,7 +2,8 @@
 //! (replication 2, write quorum 1) over gRPC on loopback, metadata in PostgreSQL. A shard is
 //! killed with SIGKILL under a steady search load (no request may fail or come back partial) and
 //! in the middle of a streamed catalog ingest (every acknowledged batch must be searchable once
-//! the shard is back and repaired, also with another shard down). Run with `--nocapture` to see
+//! the shard is back and repaired, also with another shard down), and one whose data dir is
+//! deleted while it is down gets its replicas back from the others. Run with `--nocapture` to see
 //! the latency figures of each phase (BENCHMARKS.md records them).
 
 use std::net::SocketAddr;
@@ -158,6 +159,20 @@ impl Procs {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The id shard `i` answered the router with.
+    async fn shard_id(&self, i: usize) -> String {
+        let (_, _, body) = http(self.http, "GET", "/readyz", &[], "").await;
+        let readiness: serde_json::Value = serde_json::from_str(&body).unwrap();
+        readiness["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"].as_str() == Some(&self.shards[i].addr.to_string()))
+            .and_then(|s| s["shardId"].as_str())
+            .unwrap()
+            .to_string()
     }
 
     async fn stale_marks(&self) -> usize {
@@ -368,5 +383,103 @@ async fn killing_a_replica_mid_ingest_loses_no_acknowledged_batch() {
             tool.name,
             names(&response)
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_whose_data_dir_is_deleted_gets_its_replicas_back() {
+    let mut cluster = Procs::start(3).await;
+    let catalog = spread_catalog();
+    let channel = channel(cluster.grpc).await;
+    load_catalog_over(channel.clone(), PROJECT, &catalog, 50, Some(SERVICE_TOKEN)).await;
+    let mut client = pb::tool_search_client::ToolSearchClient::new(channel);
+    let queries: Vec<String> = catalog
+        .iter()
+        .step_by(4)
+        .map(|t| t.description.clone())
+        .collect();
+    let mut before = Vec::new();
+    for query in &queries {
+        let response = client
+            .search_tools(bearer(search_request(query), Some(SERVICE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
+        before.push(names(&response));
+    }
+    let lost = cluster.shard_id(0).await;
+    let schema = cluster.schema.clone();
+    let held = |id: String| {
+        let schema = schema.clone();
+        async move {
+            pg_rows(
+                &schema,
+                &format!("SELECT count(*)::text FROM placements WHERE shard_id = '{id}'"),
+            )
+            .await[0][0]
+                .parse::<usize>()
+                .unwrap()
+        }
+    };
+    let placed = held(lost.clone()).await;
+    assert!(placed > 0);
+
+    // Killed, its data dir deleted, started again empty at its address.
+    cluster.kill9(0);
+    std::fs::remove_dir_all(&cluster.shards[0].dir).unwrap();
+    cluster.start_shard(0).await;
+    let started = Instant::now();
+    loop {
+        if held(lost.clone()).await == 0 && cluster.stale_marks().await == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the lost shard's replicas were not moved and repaired"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "drill: {placed} integration replicas of a deleted data dir moved and refilled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let replicas = pg_rows(
+        &cluster.schema,
+        "SELECT count(*)::text FROM placements GROUP BY project_id, integration HAVING count(*) <> 2",
+    )
+    .await;
+    assert!(
+        replicas.is_empty(),
+        "integrations without two replicas: {replicas:?}"
+    );
+
+    // The same answers as before the loss, with every shard up and with the one that lost its
+    // data dir the only copy of what it now holds.
+    for down in [None, Some(1), Some(2)] {
+        if let Some(i) = down {
+            if i == 2 {
+                cluster.start_shard(1).await;
+                cluster.wait_reachable(3).await;
+            }
+            cluster.kill9(i);
+            cluster.wait_reachable(2).await;
+        }
+        for (query, expected) in queries.iter().zip(&before) {
+            let response = client
+                .search_tools(bearer(search_request(query), Some(SERVICE_TOKEN)))
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(
+                !response.usage.as_ref().unwrap().partial,
+                "{:?}",
+                response.usage
+            );
+            assert_eq!(
+                &names(&response),
+                expected,
+                "{query} with shard {down:?} down"
+            );
+        }
     }
 }

@@ -124,9 +124,9 @@ struct Replicated {
     router: Arc<Router>,
     grpc: SocketAddr,
     store: Arc<dyn MetadataStore>,
-    _served: Vec<Served>,
+    served: Vec<Served>,
     _http: Served,
-    _dirs: Vec<tempfile::TempDir>,
+    dirs: Vec<tempfile::TempDir>,
 }
 
 impl Replicated {
@@ -170,10 +170,33 @@ impl Replicated {
             router,
             grpc,
             store,
-            _served: served,
+            served,
             _http: http,
-            _dirs: dirs,
+            dirs,
         }
+    }
+
+    /// Replica `i` loses its disk: stopped, and started again at its address on an empty data
+    /// dir (so with a new shard id).
+    async fn lose_disk(&mut self, i: usize) {
+        let old = self.served.remove(i);
+        let addr = old.addr;
+        old.stop().await;
+        let dir = tempfile::tempdir().unwrap();
+        let inner =
+            Arc::new(LocalShard::open(dir.path(), Default::default(), Default::default()).unwrap());
+        self.index.retain(|_, at| *at != i);
+        self.index.insert(inner.info().await.unwrap().shard_id, i);
+        let replica = Arc::new(Replica {
+            inner,
+            down: AtomicBool::new(false),
+            search_delay_ms: AtomicU64::new(0),
+            searches: AtomicUsize::new(0),
+        });
+        self.replicas[i] = replica.clone();
+        self.dirs[i] = dir;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        self.served.insert(i, serve_shard_on(replica, listener));
     }
 
     /// The replicas of an integration, as indexes into `replicas`.
@@ -525,4 +548,94 @@ async fn a_delete_with_a_replica_down_reaches_every_live_replica_of_each_integra
         }
     }
     assert_eq!(cluster.stale().await, expected_marks);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_back_without_its_data_gets_its_replicas_back_from_the_others() {
+    let mut cluster = Replicated::start().await;
+    let catalog = fixture_catalog();
+    load_catalog(cluster.grpc, PROJECT, &catalog, 100).await;
+    let router = cluster.router.clone();
+    let dim = embedder().dim();
+    let sync = router
+        .create_sync(CreateSync {
+            project_id: PROJECT.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            fields: Vec::new(),
+        })
+        .await
+        .unwrap();
+    router
+        .upsert_records(PROJECT, &sync.id, records(20, dim, "second"), "w")
+        .await
+        .unwrap();
+    router
+        .delete_records(PROJECT, &sync.id, vec!["doc-0".into()], "d")
+        .await
+        .unwrap();
+    let query = &catalog[0].description;
+    let before = names(&search(cluster.grpc, search_request(query)).await.unwrap());
+    let lost = cluster
+        .index
+        .iter()
+        .find(|(_, i)| **i == 0)
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    let held = cluster.store.replicas_on(&lost).await.unwrap();
+    assert!(!held.is_empty());
+
+    // Replica 0 comes back at its address with an empty disk: a new id.
+    cluster.lose_disk(0).await;
+    router.shards().refresh().await.unwrap();
+    assert_eq!(router.shards().replaced().len(), 1);
+
+    // One pass moves its replicas to live shards and fills them from the survivors.
+    let report = router.repair_stale().await.unwrap();
+    assert_eq!(report.repaired, held.len(), "{report:?}");
+    assert!(report.settled(), "{report:?}");
+    assert!(cluster.stale().await.is_empty());
+    assert!(cluster.store.replicas_on(&lost).await.unwrap().is_empty());
+    assert!(router.shards().replaced().is_empty());
+    for set in &held {
+        let now: Vec<String> = if set.kind == STALE_INTEGRATION {
+            cluster
+                .store
+                .placements(PROJECT)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|p| p.integration == set.key)
+                .unwrap()
+                .shard_ids
+        } else {
+            cluster
+                .store
+                .get_sync(PROJECT, &set.key)
+                .await
+                .unwrap()
+                .unwrap()
+                .shard_ids
+        };
+        assert_eq!(now.len(), 2, "{set:?} -> {now:?}");
+        let copies: Vec<usize> = now.iter().map(|id| cluster.index[id]).collect();
+        if set.kind == STALE_INTEGRATION {
+            assert_eq!(
+                cluster.export(copies[0], &set.key).await,
+                cluster.export(copies[1], &set.key).await
+            );
+            assert!(!cluster.export(copies[0], &set.key).await.is_empty());
+        } else {
+            let first = listed(&cluster.replicas[copies[0]], &set.key).await;
+            assert_eq!(first.len(), 19);
+            assert_eq!(listed(&cluster.replicas[copies[1]], &set.key).await, first);
+        }
+    }
+    // The same answers as before the loss.
+    assert_eq!(
+        names(&search(cluster.grpc, search_request(query)).await.unwrap()),
+        before
+    );
+    assert!(second_hits(&router, &sync.id).await > 0);
 }

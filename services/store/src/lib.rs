@@ -110,6 +110,16 @@ pub(crate) fn tool_fence(
     Some(format!("{}:{:016x}", rows.len(), hasher.finish()))
 }
 
+/// The replicas of one integration (`kind` [`STALE_INTEGRATION`], `key` its name) or one sync
+/// ([`STALE_SYNC`], its id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSet {
+    pub project_id: String,
+    pub kind: String,
+    pub key: String,
+    pub shard_ids: Vec<String>,
+}
+
 /// The `kind` of a [`StaleReplica`] of an integration's index.
 pub const STALE_INTEGRATION: &str = "integration";
 /// The `kind` of a [`StaleReplica`] of a sync's index.
@@ -443,6 +453,18 @@ pub trait MetadataStore: Send + Sync + 'static {
     /// Clears a mark if its epoch is still `mark.epoch` (no write was missed since it was read);
     /// returns whether it did.
     async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool>;
+    /// Integrations and syncs with a replica on `shard_id`, ordered by project, kind and key.
+    async fn replicas_on(&self, shard_id: &str) -> Result<Vec<ReplicaSet>>;
+    /// Moves the replica of an integration or sync on shard `from` to shard `to` (not one of its
+    /// replicas), keeping its rank; returns whether `from` held one.
+    async fn move_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool>;
     /// What the ledger says of the writes of one integration (`kind` [`STALE_INTEGRATION`]) or
     /// sync ([`STALE_SYNC`]): `None` while a write of it may be in flight (an entry it touches
     /// was marked pending at or after `since_ms`), else a fingerprint that changes whenever a
@@ -828,6 +850,66 @@ pub mod conformance {
             assert!(store.clear_stale(&m).await.unwrap());
         }
         assert!(store.stale_replicas(None).await.unwrap().is_empty());
+
+        // Replicas on a shard, and one moved to another shard.
+        store
+            .place(p, "moving", &strings(&["m1", "m2"]))
+            .await
+            .unwrap();
+        store
+            .create_sync(&SyncRow {
+                id: "sync-moving".into(),
+                project_id: p.into(),
+                source: "gdrive".into(),
+                owner: "o".into(),
+                shard_ids: strings(&["m2", "m3"]),
+                generation: 0,
+                records: 0,
+                segments: 0,
+                created_at_ms: 0,
+                last_ingest_at_ms: None,
+                fields: Vec::new(),
+            })
+            .await
+            .unwrap();
+        let on_m2 = store.replicas_on("m2").await.unwrap();
+        let shape: Vec<(&str, &str, Vec<String>)> = on_m2
+            .iter()
+            .map(|r| (r.kind.as_str(), r.key.as_str(), r.shard_ids.clone()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("integration", "moving", strings(&["m1", "m2"])),
+                ("sync", "sync-moving", strings(&["m2", "m3"])),
+            ]
+        );
+        assert!(on_m2.iter().all(|r| r.project_id == p));
+        assert!(store.replicas_on("m9").await.unwrap().is_empty());
+        assert!(
+            store
+                .move_replica(p, STALE_INTEGRATION, "moving", "m2", "m4")
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .move_replica(p, STALE_SYNC, "sync-moving", "m2", "m4")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .move_replica(p, STALE_SYNC, "sync-moving", "m2", "m4")
+                .await
+                .unwrap()
+        );
+        let moved = store.placements(p).await.unwrap();
+        let moving = moved.iter().find(|m| m.integration == "moving").unwrap();
+        assert_eq!(moving.shard_ids, strings(&["m1", "m4"]));
+        let sync = store.get_sync(p, "sync-moving").await.unwrap().unwrap();
+        assert_eq!(sync.shard_ids, strings(&["m4", "m3"]));
+        assert!(store.replicas_on("m2").await.unwrap().is_empty());
 
         // Write fences: a completed write changes them, a recent pending entry withholds them, an
         // old one (an abandoned write) does not; a tool moving out counts for the integration it

@@ -11,10 +11,10 @@ use crate::PgTls;
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StaleReplica, StoreError,
-    SyncRow, attach_principals, connection_inputs, connection_integrations, elect_defaults,
-    group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
-    split_list, sync_taken, to_u64, unique, unknown_sync,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaSet, Result, StaleReplica,
+    StoreError, SyncRow, attach_principals, connection_inputs, connection_integrations,
+    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, sort_connections,
+    sort_syncs, split_list, sync_taken, to_u64, unique, unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -1167,6 +1167,96 @@ impl MetadataStore for PgStore {
                 .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))),
             since_ms,
         ))
+    }
+
+    async fn replicas_on(&self, shard_id: &str) -> Result<Vec<ReplicaSet>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT project_id, integration, string_agg(shard_id, ',' ORDER BY replica)
+                 FROM placements
+                 WHERE (project_id, integration) IN
+                       (SELECT project_id, integration FROM placements WHERE shard_id = $1)
+                 GROUP BY project_id, integration",
+                &[&shard_id],
+            )
+            .await
+            .map_err(backend)?;
+        let mut out: Vec<ReplicaSet> = rows
+            .into_iter()
+            .map(|r| ReplicaSet {
+                project_id: r.get(0),
+                kind: crate::STALE_INTEGRATION.into(),
+                key: r.get(1),
+                shard_ids: crate::split_list(&r.get::<_, String>(2)),
+            })
+            .collect();
+        let rows = client
+            .query(
+                "SELECT project_id, id, shard_ids FROM syncs
+                 WHERE ',' || shard_ids || ',' LIKE '%,' || $1 || ',%'",
+                &[&shard_id],
+            )
+            .await
+            .map_err(backend)?;
+        out.extend(
+            rows.into_iter()
+                .map(|r| ReplicaSet {
+                    project_id: r.get(0),
+                    kind: crate::STALE_SYNC.into(),
+                    key: r.get(1),
+                    shard_ids: crate::split_list(&r.get::<_, String>(2)),
+                })
+                .filter(|s| s.shard_ids.iter().any(|id| id == shard_id)),
+        );
+        out.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
+        Ok(out)
+    }
+
+    async fn move_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool> {
+        let mut client = self.client().await?;
+        if kind == crate::STALE_INTEGRATION {
+            let n = client
+                .execute(
+                    "UPDATE placements SET shard_id = $4
+                     WHERE project_id = $1 AND integration = $2 AND shard_id = $3",
+                    &[&project_id, &key, &from, &to],
+                )
+                .await
+                .map_err(backend)?;
+            return Ok(n > 0);
+        }
+        let tx = client.transaction().await.map_err(backend)?;
+        let Some(row) = tx
+            .query_opt(
+                "SELECT shard_ids FROM syncs WHERE project_id = $1 AND id = $2 FOR UPDATE",
+                &[&project_id, &key],
+            )
+            .await
+            .map_err(backend)?
+        else {
+            return Ok(false);
+        };
+        let mut ids = crate::split_list(&row.get::<_, String>(0));
+        let Some(slot) = ids.iter_mut().find(|id| *id == from) else {
+            return Ok(false);
+        };
+        *slot = to.to_string();
+        tx.execute(
+            "UPDATE syncs SET shard_ids = $3 WHERE project_id = $1 AND id = $2",
+            &[&project_id, &key, &crate::join_list(&ids)],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(true)
     }
 }
 

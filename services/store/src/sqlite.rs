@@ -8,10 +8,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, Result, StaleReplica, StoreError,
-    SyncRow, attach_principals, connection_inputs, connection_integrations, elect_defaults,
-    group_placements, group_rows, join_list, now_ms, record_rows, sort_connections, sort_syncs,
-    split_list, sync_taken, to_u64, unique, unknown_sync,
+    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaSet, Result, StaleReplica,
+    StoreError, SyncRow, attach_principals, connection_inputs, connection_integrations,
+    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, sort_connections,
+    sort_syncs, split_list, sync_taken, to_u64, unique, unknown_sync,
 };
 
 #[derive(Clone)]
@@ -1042,6 +1042,113 @@ impl MetadataStore for SqliteStore {
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(crate::tool_fence(&key, rows, since_ms))
+        })
+        .await
+    }
+
+    async fn replicas_on(&self, shard_id: &str) -> Result<Vec<ReplicaSet>> {
+        let shard = shard_id.to_string();
+        self.with(move |c| {
+            let mut out = Vec::new();
+            let mut stmt = c.prepare_cached(
+                "SELECT project_id, integration, shard_id FROM placements
+                 WHERE (project_id, integration) IN
+                       (SELECT project_id, integration FROM placements WHERE shard_id = ?1)
+                 ORDER BY project_id, integration, replica",
+            )?;
+            let rows = stmt
+                .query_map(params![shard], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for (project_id, integration, id) in rows {
+                match out.last_mut() {
+                    Some(ReplicaSet {
+                        project_id: p,
+                        key,
+                        shard_ids,
+                        ..
+                    }) if *p == project_id && *key == integration => shard_ids.push(id),
+                    _ => out.push(ReplicaSet {
+                        project_id,
+                        kind: crate::STALE_INTEGRATION.into(),
+                        key: integration,
+                        shard_ids: vec![id],
+                    }),
+                }
+            }
+            let mut stmt = c.prepare_cached(
+                "SELECT project_id, id, shard_ids FROM syncs
+                 WHERE ',' || shard_ids || ',' LIKE '%,' || ?1 || ',%' ORDER BY project_id, id",
+            )?;
+            let syncs = stmt
+                .query_map(params![shard], |r| {
+                    Ok(ReplicaSet {
+                        project_id: r.get(0)?,
+                        kind: crate::STALE_SYNC.into(),
+                        key: r.get(1)?,
+                        shard_ids: crate::split_list(&r.get::<_, String>(2)?),
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            out.extend(syncs.into_iter().filter(|s| s.shard_ids.contains(&shard)));
+            out.sort_by(|a, b| {
+                (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key))
+            });
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn move_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool> {
+        let (p, kind, key, from, to) = (
+            project_id.to_string(),
+            kind.to_string(),
+            key.to_string(),
+            from.to_string(),
+            to.to_string(),
+        );
+        self.with(move |c| {
+            if kind == crate::STALE_INTEGRATION {
+                let n = c.execute(
+                    "UPDATE placements SET shard_id = ?4
+                     WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?3",
+                    params![p, key, from, to],
+                )?;
+                return Ok(n > 0);
+            }
+            let tx = c.transaction()?;
+            let list: Option<String> = tx
+                .query_row(
+                    "SELECT shard_ids FROM syncs WHERE project_id = ?1 AND id = ?2",
+                    params![p, key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(mut ids) = list.map(|l| crate::split_list(&l)) else {
+                return Ok(false);
+            };
+            let Some(slot) = ids.iter_mut().find(|id| **id == from) else {
+                return Ok(false);
+            };
+            *slot = to;
+            tx.execute(
+                "UPDATE syncs SET shard_ids = ?3 WHERE project_id = ?1 AND id = ?2",
+                params![p, key, crate::join_list(&ids)],
+            )?;
+            tx.commit()?;
+            Ok(true)
         })
         .await
     }
