@@ -63,7 +63,7 @@ impl RecordWrite {
         let segments: u64 = records.iter().map(|(r, _)| r.segments.len() as u64).sum();
         let chunks = chunked(records.iter().map(|(r, _)| r.clone()));
         self.quorum()
-            .write(&self.targets(), |_, client| {
+            .write(&self.targets().await?, |_, client| {
                 let chunks = chunks.clone();
                 async move {
                     for records in chunks {
@@ -129,7 +129,7 @@ impl RecordWrite {
         // Every id goes to every replica: one the store does not know may still be on a shard.
         let held = self
             .quorum()
-            .write(&self.targets(), |_, client| {
+            .write(&self.targets().await?, |_, client| {
                 let request = RecordDeleteRequest {
                     project_id: project_id.to_string(),
                     sync_id: sync_id.to_string(),
@@ -161,11 +161,17 @@ impl RecordWrite {
 
 impl RecordWrite {
     /// One call per replica, each covering the sync.
-    fn targets(&self) -> Vec<(String, Vec<String>)> {
-        self.replicas
-            .iter()
-            .map(|shard| (shard.clone(), vec![self.sync_id.clone()]))
-            .collect()
+    /// One call per replica of the sync, as the store lists them now: read after the records
+    /// were marked pending, so a replica moved meanwhile (see [`crate::repair`]) is written too.
+    async fn targets(&self) -> Result<Vec<(String, Vec<String>)>> {
+        let replicas = match self.store.get_sync(&self.project_id, &self.sync_id).await? {
+            Some(sync) => sync.shard_ids,
+            None => self.replicas.clone(),
+        };
+        Ok(replicas
+            .into_iter()
+            .map(|shard| (shard, vec![self.sync_id.clone()]))
+            .collect())
     }
 
     fn quorum(&self) -> Quorum<'_> {

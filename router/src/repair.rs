@@ -45,6 +45,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 const TOOLS_PER_COPY: usize = 512;
 /// Segments per record copy call (as in a write).
 const SEGMENTS_PER_COPY: usize = 4096;
+/// A mark of a key that does not live on its shard is cleared only once it is this old.
+const OBSOLETE_AFTER: Duration = Duration::from_secs(60);
 /// A pending ledger entry younger than this may be a write in flight.
 pub const PENDING_GRACE: Duration = Duration::from_secs(600);
 
@@ -81,7 +83,7 @@ impl Router {
     /// One repair pass over every stale replica of every project (see the module docs), after
     /// moving the replicas of shards that came back without their data.
     pub async fn repair_stale(&self) -> Result<RepairReport> {
-        self.move_lost_replicas().await?;
+        self.move_lost_replicas().await;
         let marks = self.store.stale_replicas(None).await?;
         let mut report = RepairReport::default();
         if marks.is_empty() {
@@ -164,23 +166,51 @@ impl Router {
     /// until the repair has copied everything into it from a surviving replica. A key with no
     /// other replica (replication 1) is not moved: its data is lost, and its searches report it
     /// unavailable rather than answer from an empty index.
-    async fn move_lost_replicas(&self) -> Result<()> {
+    async fn move_lost_replicas(&self) {
         let replaced = self.shards.replaced();
         if replaced.is_empty() {
-            return Ok(());
+            return;
         }
-        let live = self.shards.ids();
         for lost in replaced.keys() {
-            for set in self.store.replicas_on(lost).await? {
-                let survivors: Vec<&String> = set
-                    .shard_ids
-                    .iter()
-                    .filter(|id| *id != lost && live.contains(id))
-                    .collect();
+            match self.move_replicas_of(lost).await {
+                Ok(true) => self.shards.forget_replaced(lost),
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(shard_id = %lost, error = %err, "moving a lost shard's replicas failed");
+                }
+            }
+        }
+    }
+
+    /// Moves the replicas of `lost`; returns whether none is left to move.
+    async fn move_replicas_of(&self, lost: &str) -> Result<bool> {
+        let live = self.shards.reachable_ids();
+        let marks = self.store.stale_replicas(None).await?;
+        let mut settled = true;
+        for set in self.store.replicas_on(lost).await? {
+            let stale = |id: &String| {
+                marks.iter().any(|m| {
+                    m.project_id == set.project_id
+                        && m.kind == set.kind
+                        && m.key == set.key
+                        && m.shard_id == *id
+                })
+            };
+            let survivors: Vec<&String> = set
+                .shard_ids
+                .iter()
+                .filter(|id| *id != lost && live.contains(*id) && !stale(id))
+                .collect();
+            {
                 if survivors.is_empty() {
+                    // With a replica that is stale or unreachable, a later pass may move it.
+                    if set.shard_ids.len() > 1 {
+                        settled = false;
+                        continue;
+                    }
                     tracing::error!(
                         project_id = %set.project_id, kind = %set.kind, key = %set.key,
-                        shard_id = %lost, "the only replica was lost: re-ingest it from its source"
+                        shard_id = %lost, "the only replica of this key was lost with its shard's data"
                     );
                     metrics::counter!(LOST, "kind" => set.kind.clone()).increment(1);
                     continue;
@@ -201,6 +231,7 @@ impl Router {
                         project_id = %set.project_id, kind = %set.kind, key = %set.key,
                         "no shard left to hold a lost replica"
                     );
+                    settled = false;
                     continue;
                 };
                 self.store
@@ -213,19 +244,24 @@ impl Router {
                         marked_at: 0,
                     }])
                     .await?;
-                self.store
+                self.invalidate_stale(&set.project_id);
+                if !self
+                    .store
                     .move_replica(&set.project_id, &set.kind, &set.key, lost, &to)
-                    .await?;
+                    .await?
+                {
+                    // Another router moved it, or `to` holds it already: look again next pass.
+                    settled = false;
+                    continue;
+                }
                 tracing::info!(
                     project_id = %set.project_id, kind = %set.kind, key = %set.key,
                     from = %lost, to = %to, "lost replica moved; the repair fills it"
                 );
                 self.invalidate_placements(&set.project_id);
-                self.invalidate_stale(&set.project_id);
             }
-            self.shards.forget_replaced(lost);
         }
-        Ok(())
+        Ok(settled)
     }
 
     /// Repairs passes every `every` until `stop` resolves; a failed pass is logged and retried.
@@ -455,7 +491,12 @@ impl Router {
         })
     }
 
+    /// Clears a mark whose key no longer lives on its shard; a young one is left alone (a
+    /// replica being moved is marked before its placement is rewritten).
     async fn clear_obsolete(&self, mark: &StaleReplica) -> Result<Outcome> {
+        if now_ms() - mark.marked_at < OBSOLETE_AFTER.as_millis() as i64 {
+            return Ok(Outcome::Waiting);
+        }
         self.store.clear_stale(mark).await?;
         Ok(Outcome::Obsolete)
     }

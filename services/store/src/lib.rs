@@ -455,8 +455,8 @@ pub trait MetadataStore: Send + Sync + 'static {
     async fn clear_stale(&self, mark: &StaleReplica) -> Result<bool>;
     /// Integrations and syncs with a replica on `shard_id`, ordered by project, kind and key.
     async fn replicas_on(&self, shard_id: &str) -> Result<Vec<ReplicaSet>>;
-    /// Moves the replica of an integration or sync on shard `from` to shard `to` (not one of its
-    /// replicas), keeping its rank; returns whether `from` held one.
+    /// Moves the replica of an integration or sync on shard `from` to shard `to`, keeping its
+    /// rank; returns whether it did (not if `from` holds none or `to` holds one already).
     async fn move_replica(
         &self,
         project_id: &str,
@@ -901,6 +901,19 @@ pub mod conformance {
         assert!(
             !store
                 .move_replica(p, STALE_SYNC, "sync-moving", "m2", "m4")
+                .await
+                .unwrap()
+        );
+        // Never onto a shard that holds the key already.
+        assert!(
+            !store
+                .move_replica(p, STALE_INTEGRATION, "moving", "m1", "m4")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .move_replica(p, STALE_SYNC, "sync-moving", "m3", "m4")
                 .await
                 .unwrap()
         );

@@ -1226,7 +1226,9 @@ impl MetadataStore for PgStore {
             let n = client
                 .execute(
                     "UPDATE placements SET shard_id = $4
-                     WHERE project_id = $1 AND integration = $2 AND shard_id = $3",
+                     WHERE project_id = $1 AND integration = $2 AND shard_id = $3
+                       AND NOT EXISTS (SELECT 1 FROM placements
+                                       WHERE project_id = $1 AND integration = $2 AND shard_id = $4)",
                     &[&project_id, &key, &from, &to],
                 )
                 .await
@@ -1245,6 +1247,9 @@ impl MetadataStore for PgStore {
             return Ok(false);
         };
         let mut ids = crate::split_list(&row.get::<_, String>(0));
+        if ids.iter().any(|id| id == to) {
+            return Ok(false);
+        }
         let Some(slot) = ids.iter_mut().find(|id| *id == from) else {
             return Ok(false);
         };

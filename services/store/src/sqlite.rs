@@ -1123,7 +1123,9 @@ impl MetadataStore for SqliteStore {
             if kind == crate::STALE_INTEGRATION {
                 let n = c.execute(
                     "UPDATE placements SET shard_id = ?4
-                     WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?3",
+                     WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?3
+                       AND NOT EXISTS (SELECT 1 FROM placements
+                                       WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?4)",
                     params![p, key, from, to],
                 )?;
                 return Ok(n > 0);
@@ -1139,6 +1141,9 @@ impl MetadataStore for SqliteStore {
             let Some(mut ids) = list.map(|l| crate::split_list(&l)) else {
                 return Ok(false);
             };
+            if ids.contains(&to) {
+                return Ok(false);
+            }
             let Some(slot) = ids.iter_mut().find(|id| **id == from) else {
                 return Ok(false);
             };
