@@ -44,7 +44,7 @@ use crate::context_api::{
 };
 use crate::context_write::RecordWrite;
 use crate::placement::rendezvous;
-use crate::replicas::{AlternativesFn, PartPlan, Planner, StaleSet, run_part};
+use crate::replicas::{AlternativesFn, PartPlan, assign, run_part};
 use crate::search::{TraceRecorder, fuse_keyed};
 use crate::shards::ShardClient;
 use crate::{Router, detached};
@@ -504,22 +504,16 @@ impl Router {
         // The query embedding and the global lexical statistics, together.
         let salt = crate::replicas::salt_of(request_id);
         let stale = self.stale_replicas(&req.project_id).await;
-        let first_parts = self.segment_parts(&scopes, salt, &stale);
+        let indexes: Vec<usize> = (0..scopes.len()).collect();
+        let replicas = |i: &usize| scopes[*i].sync.shard_ids.as_slice();
+        let stale_skips =
+            |i: &usize, s: &String| stale.skips(STALE_SYNC, &scopes[*i].sync.id, replicas(i), s);
+        // Syncs no configured shard holds are not searchable, like those whose shards fail.
+        let (first_parts, unplaced) = assign(&self.shards, salt, &indexes, replicas, stale_skips);
         let alternatives = |keys: &[usize], tried: &HashSet<String>| {
-            let mut planner = Planner::new(&self.shards, keys.len(), salt);
-            let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-            let mut orphans = Vec::new();
-            for &i in keys {
-                let sync = &scopes[i].sync;
-                let skip = |s: &String| {
-                    tried.contains(s) || stale.skips(STALE_SYNC, &sync.id, &sync.shard_ids, s)
-                };
-                match planner.pick(&sync.shard_ids, skip) {
-                    Some(id) => groups.entry(id).or_default().push(i),
-                    None => orphans.push(i),
-                }
-            }
-            (groups.into_iter().collect::<Vec<_>>(), orphans)
+            assign(&self.shards, salt, keys, replicas, |i, s| {
+                tried.contains(s) || stale_skips(i, s)
+            })
         };
         let embed = async {
             if !req.mode.dense() || scopes.is_empty() || !has_words {
@@ -654,7 +648,7 @@ impl Router {
             .instrument(tracing::info_span!("fanout", parts = first_parts.len()))
             .await;
         let mut answers: Vec<ShardAnswer> = Vec::new();
-        let mut failed_syncs: Vec<usize> = Vec::new();
+        let mut failed_syncs: Vec<usize> = unplaced;
         for outcome in outcomes {
             for (shard_id, _, answer, took) in outcome.answers {
                 if req.diagnostics {
@@ -956,25 +950,6 @@ impl Router {
             usage,
             trace: req.diagnostics.then(|| trace.finish()),
         })
-    }
-
-    /// Syncs (by position in `scopes`) grouped by the least loaded shard holding them.
-    fn segment_parts(
-        &self,
-        scopes: &[Scope],
-        salt: usize,
-        stale: &StaleSet,
-    ) -> Vec<(String, Vec<usize>)> {
-        let mut planner = Planner::new(&self.shards, scopes.len(), salt);
-        let mut by_shard: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, scope) in scopes.iter().enumerate() {
-            let sync = &scope.sync;
-            let skip = |s: &String| stale.skips(STALE_SYNC, &sync.id, &sync.shard_ids, s);
-            if let Some(id) = planner.pick(&sync.shard_ids, skip) {
-                by_shard.entry(id).or_default().push(i);
-            }
-        }
-        by_shard.into_iter().collect()
     }
 
     /// Sums the BM25 statistics of every part's syncs; a shard that does not answer is left out.

@@ -215,8 +215,13 @@ impl Router {
                 stale
             }
             Err(err) => {
+                // Kept for another TTL, so a store outage costs searches one wait, not each one.
                 tracing::warn!(project_id, error = %err, "reading stale replicas failed");
-                cached.map(|(_, s)| s).unwrap_or_default()
+                let stale = cached.map(|(_, s)| s).unwrap_or_default();
+                self.stale_cache
+                    .lock()
+                    .insert(project_id.to_string(), (Instant::now(), stale.clone()));
+                stale
             }
         }
     }

@@ -93,6 +93,27 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Groups `keys` by the replica each is read from ([`Planner::pick`] over `replicas(key)`,
+/// without the shards `skip(key, shard)` names); keys with no replica left come apart, in order.
+pub(crate) fn assign<'r, K: Clone>(
+    shards: &ShardSet,
+    salt: usize,
+    keys: &[K],
+    replicas: impl Fn(&K) -> &'r [String],
+    skip: impl Fn(&K, &String) -> bool,
+) -> Alternatives<K> {
+    let mut planner = Planner::new(shards, keys.len(), salt);
+    let mut groups: BTreeMap<String, Vec<K>> = BTreeMap::new();
+    let mut orphans = Vec::new();
+    for key in keys {
+        match planner.pick(replicas(key), |s| skip(key, s)) {
+            Some(id) => groups.entry(id).or_default().push(key.clone()),
+            None => orphans.push(key.clone()),
+        }
+    }
+    (groups.into_iter().collect(), orphans)
+}
+
 /// The replicas that missed writes, by kind and key (see [`crate::quorum`]).
 #[derive(Default)]
 pub(crate) struct StaleSet {

@@ -2,7 +2,7 @@
 //! fan-out to shards -> merge each retriever across shards -> reciprocal rank fusion -> budget
 //! packing -> response with exact usage counts.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ use crate::api::{
     Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
     ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
-use crate::replicas::{AlternativesFn, PartPlan, Planner, run_part};
+use crate::replicas::{AlternativesFn, PartPlan, assign, run_part};
 use crate::shards::ShardClient;
 use crate::{Router, connections};
 use agentsearch_store::STALE_INTEGRATION;
@@ -301,50 +301,31 @@ impl Router {
         // One replica per integration, the least loaded; the others stand by (see `replicas`).
         let salt = crate::replicas::salt_of(request_id);
         let stale = self.stale_replicas(q.project_id).await;
-        let mut planner = Planner::new(&self.shards, scope.len(), salt);
-        let mut by_shard: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for placement in &scope {
-            let (key, replicas) = (&placement.integration, &placement.shard_ids);
-            match planner.pick(replicas, |s| {
-                stale.skips(STALE_INTEGRATION, key, replicas, s)
-            }) {
-                Some(id) => by_shard
-                    .entry(id)
-                    .or_default()
-                    .push(placement.integration.clone()),
-                None => errors.push(SearchError {
-                    integration: placement.integration.clone(),
-                    code: "UNAVAILABLE".into(),
-                    message: "no configured shard holds this integration".into(),
-                }),
-            }
-        }
-        let parts: Vec<Part> = by_shard
+        let replicas_of: HashMap<&str, &[String]> = scope
+            .iter()
+            .map(|p| (p.integration.as_str(), p.shard_ids.as_slice()))
+            .collect();
+        let replicas = |key: &String| replicas_of.get(key.as_str()).copied().unwrap_or_default();
+        let in_scope: Vec<String> = scope.iter().map(|p| p.integration.clone()).collect();
+        let (groups, unplaced) = assign(&self.shards, salt, &in_scope, replicas, |key, s| {
+            stale.skips(STALE_INTEGRATION, key, replicas(key), s)
+        });
+        errors.extend(unplaced.into_iter().map(|integration| SearchError {
+            integration,
+            code: "UNAVAILABLE".into(),
+            message: "no configured shard holds this integration".into(),
+        }));
+        let parts: Vec<Part> = groups
             .into_iter()
             .map(|(shard_id, integrations)| Part {
                 shard_id,
                 integrations,
             })
             .collect();
-        let replicas_of: HashMap<&str, &[String]> = scope
-            .iter()
-            .map(|p| (p.integration.as_str(), p.shard_ids.as_slice()))
-            .collect();
         let alternatives = |keys: &[String], tried: &HashSet<String>| {
-            let mut planner = Planner::new(&self.shards, keys.len(), salt);
-            let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            let mut orphans = Vec::new();
-            for key in keys {
-                let replicas = replicas_of.get(key.as_str()).copied().unwrap_or_default();
-                let skip = |s: &String| {
-                    tried.contains(s) || stale.skips(STALE_INTEGRATION, key, replicas, s)
-                };
-                match planner.pick(replicas, skip) {
-                    Some(id) => groups.entry(id).or_default().push(key.clone()),
-                    None => orphans.push(key.clone()),
-                }
-            }
-            (groups.into_iter().collect::<Vec<_>>(), orphans)
+            assign(&self.shards, salt, keys, replicas, |key, s| {
+                tried.contains(s) || stale.skips(STALE_INTEGRATION, key, replicas(key), s)
+            })
         };
         let inline: Vec<IndexedTool> = q
             .inline
