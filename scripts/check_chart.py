@@ -138,7 +138,7 @@ def properties(name: str, objects: list[dict], values: dict) -> None:
             if e["name"].startswith("AGENTSEARCH_") and "value" in e and "://" in e["value"] and "$(" not in e["value"]:
                 fail(f"{who}: {e['name']} carries a URL inline instead of from the Secret")
     rc = router["spec"]["template"]["spec"]["containers"][0]
-    check(rc["args"][:3] == ["router", "--config", "/etc/agentsearch/agentsearch.toml"], f"{name}: router args")
+    check(rc["args"][:3] == ["router", "--config", "/etc/agentsearch/config/agentsearch.toml"], f"{name}: router args")
     check(rc["livenessProbe"]["httpGet"]["path"] == "/livez", f"{name}: router liveness path")
     check(rc["readinessProbe"]["httpGet"]["path"] == merged["router"]["readinessProbe"]["path"], f"{name}: router readiness path")
     sc = shards["spec"]["template"]["spec"]["containers"][0]

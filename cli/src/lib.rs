@@ -1,9 +1,10 @@
 //! The `agentsearch` command line: `serve` (the embedded default), `shard`, `router`,
 //! `catalog load`, `search`, `context search|read|syncs|load`, `eval`, `embed-bench`, `token`,
-//! `mcp` (the meta-tools over MCP on stdio).
+//! `mcp` (the meta-tools over MCP on stdio), `admin` (placements, drains, rebalances).
 //! Assembly of the processes lives here ([`node`]); the client commands talk to a router over its
 //! public gRPC API ([`client`], [`context_client`]).
 
+pub mod admin;
 pub mod client;
 pub mod context_client;
 pub mod demo;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Operate a cluster through a router: placements and replica health, drain or replace a
+    /// shard, rebalance.
+    Admin(admin::AdminArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -218,16 +222,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut config = load_config(cli.config.as_deref())?;
             config.http.listen = args.http.unwrap_or(config.http.listen);
             config.grpc = args.grpc.unwrap_or(config.grpc);
-            if !args.shards.is_empty() {
+            // Shards given on the command line are fixed; from the file, they are read again.
+            let shards_file = if args.shards.is_empty() {
+                cli.config.clone()
+            } else {
                 config.shards.remote = args.shards;
-            }
+                None
+            };
             if let Some(url) = args.postgres {
                 config.postgres.url = Some(Secret::new(url));
             }
             config.validate()?;
             check_role(&config, Role::Router)?;
             let telemetry = start_telemetry(&config, "router")?;
-            let result = node::serve_router(config, shutdown_signal()).await;
+            let result = node::serve_router(config, shards_file, shutdown_signal()).await;
             stop_telemetry(telemetry).await;
             result
         }
@@ -249,6 +257,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             token::run(args, &config)
         }
         Command::Config(ConfigCommand::Check(args)) => config_check(cli.config.as_deref(), &args),
+        Command::Admin(args) => admin::run(args).await,
         Command::Mcp(args) => {
             use agentsearch_router::mcp;
             // stdout carries the protocol: nothing else may be printed there.

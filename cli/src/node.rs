@@ -46,6 +46,8 @@ pub fn settings(config: &Config) -> RouterSettings {
         hedge_after: (config.shards.hedge_after_ms > 0)
             .then(|| std::time::Duration::from_millis(config.shards.hedge_after_ms)),
         embed_batch_size: config.embed.batch_size,
+        metadata_cache: std::time::Duration::from_millis(config.shards.metadata_cache_ms),
+        auto_rebalance: config.shards.auto_rebalance,
     }
 }
 
@@ -274,13 +276,18 @@ pub async fn postgres_store(config: &Config) -> anyhow::Result<Arc<dyn MetadataS
 }
 
 /// `agentsearch router`.
+///
+/// The shards' addresses are `shards.remote`, read again from `shards_file` (when the list came
+/// from a configuration file) every `shards.refresh_secs`, or the addresses `shards.dns`
+/// resolves to, resolved again as often.
 pub async fn serve_router(
     config: Config,
+    shards_file: Option<std::path::PathBuf>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
-        !config.shards.remote.is_empty(),
-        "shards.remote is empty: pass --shards host:port,..."
+        !config.shards.remote.is_empty() || config.shards.dns.is_some(),
+        "shards.remote is empty: pass --shards host:port,... (or set shards.dns)"
     );
     let auth = Auth::from_config(&config.auth)?;
     auth.check_bind(config.http.listen, "the REST API")?;
@@ -296,14 +303,25 @@ pub async fn serve_router(
             (None, None) => config.auth.token.clone(),
         },
     );
-    let clients = config
-        .shards
-        .remote
-        .iter()
-        .map(|addr| {
+    let connect = {
+        let (shard_auth, shard_tls) = (shard_auth.clone(), shard_tls.clone());
+        move |addr: &str| {
             GrpcShard::connect_lazy_tls(addr, &shard_auth, shard_tls.as_ref())
-                .map(|c| (addr.clone(), ShardClient::Grpc(c)))
-        })
+                .map(ShardClient::Grpc)
+        }
+    };
+    let discover = shard_discovery(&config, shards_file);
+    let addresses = match (&discover, config.shards.dns.is_some()) {
+        // Started whatever DNS says: shards join when their names resolve.
+        (Some(discover), true) => discover().await.unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "no shard address yet");
+            Vec::new()
+        }),
+        _ => config.shards.remote.clone(),
+    };
+    let clients = addresses
+        .iter()
+        .map(|addr| connect(addr).map(|c| (addr.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
     // Start whatever the shards' state: a shard that is down is reported by readiness and its
     // parts come back unavailable (partial results) until a probe reaches it.
@@ -316,10 +334,16 @@ pub async fn serve_router(
         shards = ?shards.ids(),
         "shards probed"
     );
-    tokio::spawn(shards.clone().keep_fresh(
-        Duration::from_secs(config.shards.refresh_secs),
-        std::future::pending(),
-    ));
+    let every = Duration::from_secs(config.shards.refresh_secs);
+    match discover {
+        Some(discover) => tokio::spawn(shards.clone().keep_discovering(
+            every,
+            discover,
+            Box::new(connect),
+            std::future::pending(),
+        )),
+        None => tokio::spawn(shards.clone().keep_fresh(every, std::future::pending())),
+    };
     let embedder = load_embedder(&config)?;
     let cached = Arc::new(CachedEmbedder::new(
         embedder,
@@ -349,4 +373,41 @@ pub async fn serve_router(
     )
     .await?;
     Ok(())
+}
+
+/// Where a router learns its shards' addresses while it runs: DNS (`shards.dns`), or the
+/// configuration file read again (its `shards.remote`, with the environment's overrides).
+/// `None`: the addresses are fixed.
+fn shard_discovery(
+    config: &Config,
+    shards_file: Option<std::path::PathBuf>,
+) -> Option<agentsearch_router::Discover> {
+    if let Some(name) = config.shards.dns.clone() {
+        return Some(Box::new(move || {
+            let name = name.clone();
+            Box::pin(async move {
+                let resolved = tokio::net::lookup_host(name.as_str())
+                    .await
+                    .map_err(|e| format!("resolving shards.dns `{name}`: {e}"))?;
+                let mut addresses: Vec<String> = resolved.map(|a| a.to_string()).collect();
+                addresses.sort();
+                addresses.dedup();
+                if addresses.is_empty() {
+                    return Err(format!("shards.dns `{name}` resolves to no address"));
+                }
+                Ok(addresses)
+            })
+        }));
+    }
+    let file = shards_file?;
+    Some(Box::new(move || {
+        let file = file.clone();
+        Box::pin(async move {
+            let config = tokio::task::spawn_blocking(move || Config::load(Some(&file)))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("reading the configuration again: {e}"))?;
+            Ok(config.shards.remote)
+        })
+    }))
 }

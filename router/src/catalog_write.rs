@@ -219,7 +219,7 @@ impl CatalogWrite {
         let project_id = self.project_id.as_str();
         let chosen = rendezvous(
             &format!("{project_id}/{integration}"),
-            &self.shards.ids(),
+            &self.shards.placeable_ids(),
             self.replication,
         );
         let placed = self.store.place(project_id, integration, &chosen).await?;

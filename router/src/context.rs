@@ -105,7 +105,7 @@ impl Router {
         self.store.ensure_project(&req.project_id).await?;
         let shard_ids = rendezvous(
             &format!("{}/sync/{}", req.project_id, req.id),
-            &self.shards.ids(),
+            &self.shards.placeable_ids(),
             self.settings.replication,
         );
         let row = SyncRow {

@@ -22,12 +22,14 @@ pub mod json;
 pub mod locks;
 pub mod lookup;
 pub mod mcp;
+pub mod membership;
 pub mod meta_tools;
 pub mod placement;
 mod quorum;
 pub mod repair;
 mod replicas;
 pub mod rest;
+mod rest_admin;
 pub mod rest_body;
 pub mod rest_context;
 pub mod rest_guard;
@@ -52,10 +54,7 @@ use parking_lot::Mutex;
 use locks::KeyedLocks;
 pub use rest_guard::RestAccess;
 pub use server::{serve, serve_on, serve_on_tls, serve_on_with};
-pub use shards::{GrpcShard, ShardClient, ShardSet};
-
-/// How long a router trusts its cached copy of a project's placements.
-const PLACEMENT_TTL: Duration = Duration::from_secs(5);
+pub use shards::{Connect, Discover, GrpcShard, ShardClient, ShardSet};
 
 /// Settings of a router, from the configuration.
 #[derive(Clone, Debug)]
@@ -71,6 +70,11 @@ pub struct RouterSettings {
     /// never).
     pub hedge_after: Option<Duration>,
     pub embed_batch_size: usize,
+    /// How long a router trusts its cached copy of a project's placements and stale replicas
+    /// (`shards.metadata_cache_ms`).
+    pub metadata_cache: Duration,
+    /// Plan a rebalance whenever no move is in progress (`shards.auto_rebalance`).
+    pub auto_rebalance: bool,
 }
 
 /// The router's domain service, shared by the gRPC and REST adapters.
@@ -175,30 +179,64 @@ impl Router {
         &self.shards
     }
 
-    /// The project's placements, cached for [`PLACEMENT_TTL`].
+    /// The project's placements, cached for `settings.metadata_cache`. While the store cannot
+    /// answer, the last placements read are used (searches go on through a metadata store
+    /// outage; writes, which need the store, fail as unavailable).
     pub async fn placements(&self, project_id: &str) -> Result<Arc<Vec<Placement>>> {
-        if let Some((at, placements)) = self.placement_cache.lock().get(project_id)
-            && at.elapsed() < PLACEMENT_TTL
+        let cached = self.placement_cache.lock().get(project_id).cloned();
+        if let Some((at, placements)) = &cached
+            && at.elapsed() < self.settings.metadata_cache
         {
             return Ok(placements.clone());
         }
-        let placements = Arc::new(self.store.placements(project_id).await?);
+        let placements = match self.store.placements(project_id).await {
+            Ok(placements) => Arc::new(placements),
+            Err(err) => {
+                let Some((_, placements)) = cached else {
+                    return Err(err.into());
+                };
+                tracing::warn!(project_id, error = %err, "reading placements failed; using the last known");
+                // Kept for another period, so an outage costs searches one wait, not each one.
+                self.placement_cache
+                    .lock()
+                    .insert(project_id.to_string(), (Instant::now(), placements.clone()));
+                return Ok(placements);
+            }
+        };
         self.placement_cache
             .lock()
             .insert(project_id.to_string(), (Instant::now(), placements.clone()));
         Ok(placements)
     }
 
+    /// Makes the next read of the project's placements ask the store; what was cached stays as
+    /// the fallback of a store outage.
     fn invalidate_placements(&self, project_id: &str) {
-        self.placement_cache.lock().remove(project_id);
+        let mut cache = self.placement_cache.lock();
+        let expired =
+            Instant::now().checked_sub(self.settings.metadata_cache + Duration::from_millis(1));
+        match (cache.get_mut(project_id), expired) {
+            (Some(entry), Some(expired)) => entry.0 = expired,
+            _ => {
+                cache.remove(project_id);
+            }
+        }
     }
 
-    /// The project's replicas that missed writes, cached for [`PLACEMENT_TTL`]. A store that
-    /// cannot answer leaves the last known set (none at first): reads go on.
+    /// The project's replicas that missed writes, cached for `settings.metadata_cache`, and
+    /// never older than the cached placements: a replica joins the placements only after it was
+    /// marked stale, so placements that show it come with marks that do. A store that cannot
+    /// answer leaves the last known set (none at first): reads go on.
     pub(crate) async fn stale_replicas(&self, project_id: &str) -> Arc<replicas::StaleSet> {
         let cached = self.stale_cache.lock().get(project_id).cloned();
+        let placed_at = self
+            .placement_cache
+            .lock()
+            .get(project_id)
+            .map(|(at, _)| *at);
         if let Some((at, stale)) = &cached
-            && at.elapsed() < PLACEMENT_TTL
+            && at.elapsed() < self.settings.metadata_cache
+            && placed_at.is_none_or(|placed| placed <= *at)
         {
             return stale.clone();
         }

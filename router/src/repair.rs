@@ -63,12 +63,14 @@ pub struct RepairReport {
     pub waiting: usize,
     /// Marks whose repair failed (an error talking to a shard or the store).
     pub failed: usize,
+    /// Replica moves in progress (drains, rebalances: [`crate::membership`]) after the pass.
+    pub moving: usize,
 }
 
 impl RepairReport {
     /// Whether every mark the pass saw is gone.
     pub fn settled(&self) -> bool {
-        self.behind + self.waiting + self.failed == 0
+        self.behind + self.waiting + self.failed + self.moving == 0
     }
 }
 
@@ -81,14 +83,23 @@ enum Outcome {
 
 impl Router {
     /// One repair pass over every stale replica of every project (see the module docs), after
-    /// moving the replicas of shards that came back without their data.
+    /// moving the replicas of shards that came back without their data and advancing the moves
+    /// of drains and rebalances ([`crate::membership`]).
     pub async fn repair_stale(&self) -> Result<RepairReport> {
         self.move_lost_replicas().await;
+        if let Err(err) = self.membership_pass().await {
+            tracing::warn!(error = %err, "advancing replica moves failed");
+        }
+        let moves = self.store.replica_moves().await?;
         let marks = self.store.stale_replicas(None).await?;
-        let mut report = RepairReport::default();
+        let mut report = RepairReport {
+            moving: moves.len(),
+            ..RepairReport::default()
+        };
         if marks.is_empty() {
             return Ok(report);
         }
+        let now = now_ms();
         let stale: BTreeSet<(&str, &str, &str, &str)> = marks
             .iter()
             .map(|m| {
@@ -101,6 +112,13 @@ impl Router {
             })
             .collect();
         let reachable = self.shards.reachable_ids();
+        let draining: BTreeSet<String> = self
+            .store
+            .drains()
+            .await?
+            .into_iter()
+            .map(|d| d.shard_id)
+            .collect();
         for mark in &marks {
             let healthy = |shard: &str| {
                 shard != mark.shard_id
@@ -112,16 +130,26 @@ impl Router {
                         shard,
                     ))
             };
-            let outcome = if !reachable.contains(&mark.shard_id) {
+            let outcome = if draining.contains(&mark.shard_id) {
+                // A drained shard's replica that has left its key is never read again, reachable
+                // or not (no move ever marks a drained shard before it joins a key).
+                match self.lives_on(mark).await {
+                    Ok(false) => self
+                        .store
+                        .clear_stale(mark)
+                        .await
+                        .map(|_| Outcome::Obsolete)
+                        .map_err(Into::into),
+                    Ok(true) if !reachable.contains(&mark.shard_id) => Ok(Outcome::Waiting),
+                    Ok(true) => self.repair_mark(mark, &healthy).await,
+                    Err(err) => Err(err),
+                }
+            } else if !reachable.contains(&mark.shard_id)
+                || self.joining_recently(&moves, mark, now)
+            {
                 Ok(Outcome::Waiting)
             } else {
-                match mark.kind.as_str() {
-                    STALE_INTEGRATION => self.repair_integration(mark, &healthy).await,
-                    STALE_SYNC => self.repair_sync(mark, &healthy).await,
-                    other => Err(Error::Internal(format!(
-                        "unknown stale replica kind {other}"
-                    ))),
-                }
+                self.repair_mark(mark, &healthy).await
             };
             let label = match outcome {
                 Ok(Outcome::Repaired) => {
@@ -164,8 +192,9 @@ impl Router {
     /// Moves every replica held by a shard that answered at its address with a new id (its data
     /// dir was lost) to another shard: the new replica is marked stale first, so it is not read
     /// until the repair has copied everything into it from a surviving replica. A key with no
-    /// other replica (replication 1) is not moved: its data is lost, and its searches report it
-    /// unavailable rather than answer from an empty index.
+    /// other replica (replication 1) lost its data: it is placed on the new shard empty, its
+    /// ledger entries are forgotten (so `catalog load` or record upserts of the same content
+    /// store it again) and it is reported lost (`admin placements`).
     async fn move_lost_replicas(&self) {
         let replaced = self.shards.replaced();
         if replaced.is_empty() {
@@ -208,16 +237,18 @@ impl Router {
                         settled = false;
                         continue;
                     }
-                    tracing::error!(
-                        project_id = %set.project_id, kind = %set.kind, key = %set.key,
-                        shard_id = %lost, "the only replica of this key was lost with its shard's data"
-                    );
-                    metrics::counter!(LOST, "kind" => set.kind.clone()).increment(1);
+                    // Its only replica is gone: placed anew on the shard now at the lost one's
+                    // address, empty, its ledger entries forgotten so writing it again works.
+                    match self.shards.replaced().get(lost) {
+                        Some(new_id) => self.replace_lost(&set, lost, new_id).await?,
+                        None => settled = false,
+                    }
                     continue;
                 }
+                let draining = self.shards.draining();
                 let candidates: Vec<String> = live
                     .iter()
-                    .filter(|id| !set.shard_ids.contains(id))
+                    .filter(|id| !set.shard_ids.contains(id) && !draining.contains(*id))
                     .cloned()
                     .collect();
                 let Some(to) = rendezvous(
@@ -283,6 +314,38 @@ impl Router {
                 }
             }
         }
+    }
+
+    async fn repair_mark(
+        &self,
+        mark: &StaleReplica,
+        healthy: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Outcome> {
+        match mark.kind.as_str() {
+            STALE_INTEGRATION => self.repair_integration(mark, healthy).await,
+            STALE_SYNC => self.repair_sync(mark, healthy).await,
+            other => Err(Error::Internal(format!(
+                "unknown stale replica kind {other}"
+            ))),
+        }
+    }
+
+    /// Whether the mark's key still has a replica on the mark's shard.
+    async fn lives_on(&self, mark: &StaleReplica) -> Result<bool> {
+        Ok(match mark.kind.as_str() {
+            STALE_INTEGRATION => self
+                .store
+                .placements(&mark.project_id)
+                .await?
+                .iter()
+                .any(|p| p.integration == mark.key && p.shard_ids.contains(&mark.shard_id)),
+            STALE_SYNC => self
+                .store
+                .get_sync(&mark.project_id, &mark.key)
+                .await?
+                .is_some_and(|s| s.shard_ids.contains(&mark.shard_id)),
+            _ => false,
+        })
     }
 
     async fn repair_integration(

@@ -94,6 +94,7 @@ fn rest_app(state: RestState) -> AxumRouter {
             post(delete_tools),
         )
         .merge(crate::rest_context::routes())
+        .merge(crate::rest_admin::routes())
         .route_layer(axum::middleware::from_fn(crate::rest_metrics::tag_route))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -210,6 +211,20 @@ impl Call {
         read_body(headers, body, limit)
             .await
             .map_err(|e| self.fail(e))
+    }
+
+    /// A call of an operator route (not under a project): authenticated by its handler.
+    pub(crate) fn operator(headers: &HeaderMap) -> Self {
+        let request_id = request_id(headers);
+        Self {
+            request_id: request_id.clone(),
+            ctx: RequestContext {
+                request_id,
+                user: None,
+                kind: agentsearch_common::auth::CallerKind::ServiceToken,
+                auth: std::time::Duration::ZERO,
+            },
+        }
     }
 
     pub(crate) fn fail(&self, error: Error) -> ApiError {

@@ -570,6 +570,8 @@ struct Members {
     /// Every configured shard in configuration order: its address, the id it answered with, and
     /// whether the last probe reached it.
     slots: Vec<Slot>,
+    /// Shards being drained (see [`crate::membership`]): no new placements.
+    draining: std::collections::BTreeSet<String>,
 }
 
 struct Slot {
@@ -591,6 +593,17 @@ pub struct ShardStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// Where a router learns its shards' addresses while it runs (see
+/// [`ShardSet::keep_discovering`]): the addresses, or why they could not be learned.
+pub type Discover = Box<
+    dyn Fn() -> futures::future::BoxFuture<'static, std::result::Result<Vec<String>, String>>
+        + Send
+        + Sync,
+>;
+
+/// How a router makes the client of a shard address it learned.
+pub type Connect = Box<dyn Fn(&str) -> Result<ShardClient> + Send + Sync>;
 
 /// Time allowed for one probe of a shard.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -649,6 +662,7 @@ impl ShardSet {
                 in_flight: BTreeMap::new(),
                 replaced: BTreeMap::new(),
                 slots,
+                draining: Default::default(),
             })),
         }
     }
@@ -726,6 +740,99 @@ impl ShardSet {
         Ok(())
     }
 
+    /// Replaces the configured addresses (membership changes while the router runs): shards
+    /// at addresses still listed keep what was learned of them, new addresses join pending (the
+    /// next [`ShardSet::refresh`] probes them), and shards at addresses no longer listed leave
+    /// the set at once. A new address whose client cannot be built is skipped (logged).
+    pub fn set_addresses(
+        &self,
+        addresses: &[String],
+        connect: &(dyn Fn(&str) -> Result<ShardClient> + Send + Sync),
+    ) {
+        let current: Vec<String> = self
+            .inner
+            .read()
+            .slots
+            .iter()
+            .map(|s| s.address.clone())
+            .collect();
+        if current == addresses {
+            return;
+        }
+        let mut fresh = Vec::new();
+        for address in addresses {
+            if current.contains(address) {
+                continue;
+            }
+            match connect(address) {
+                Ok(client) => fresh.push((address.clone(), client)),
+                Err(err) => tracing::error!(address = %address, error = %err, "bad shard address"),
+            }
+        }
+        let mut members = self.inner.write();
+        let mut slots: Vec<Slot> = std::mem::take(&mut members.slots);
+        slots.retain(|slot| {
+            let kept = addresses.contains(&slot.address);
+            if !kept {
+                tracing::info!(address = %slot.address, shard = ?slot.id, "shard address removed");
+            }
+            kept
+        });
+        for (address, client) in fresh {
+            tracing::info!(address = %address, "shard address added");
+            slots.push(Slot {
+                address,
+                client,
+                id: None,
+                reachable: false,
+                last_error: None,
+            });
+        }
+        slots.sort_by_key(|slot| {
+            addresses
+                .iter()
+                .position(|a| *a == slot.address)
+                .unwrap_or(usize::MAX)
+        });
+        members.by_id = slots
+            .iter()
+            .filter_map(|slot| slot.id.clone().map(|id| (id, slot.client.clone())))
+            .collect();
+        members.slots = slots;
+    }
+
+    /// Like [`ShardSet::keep_fresh`], learning the addresses from `discover` before each probe
+    /// (the configuration file read again, or DNS): see [`ShardSet::set_addresses`]. A failed or
+    /// empty discovery keeps the addresses known.
+    pub async fn keep_discovering(
+        self,
+        every: Duration,
+        discover: Discover,
+        connect: Connect,
+        stop: impl Future<Output = ()>,
+    ) {
+        let mut ticker = tokio::time::interval(every.max(Duration::from_millis(100)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticker.tick() => {
+                    match discover().await {
+                        Ok(addresses) if !addresses.is_empty() => {
+                            self.set_addresses(&addresses, connect.as_ref());
+                        }
+                        Ok(_) => tracing::warn!("shard discovery found no address; keeping the known ones"),
+                        Err(err) => tracing::warn!(error = %err, "shard discovery failed; keeping the known addresses"),
+                    }
+                    if let Err(err) = self.refresh().await {
+                        tracing::error!(error = %err, "shard membership");
+                    }
+                }
+            }
+        }
+    }
+
     /// Refreshes every `every` until `stop` resolves (the router's background task).
     pub async fn keep_fresh(self, every: Duration, stop: impl Future<Output = ()>) {
         let mut ticker = tokio::time::interval(every.max(Duration::from_millis(100)));
@@ -757,6 +864,33 @@ impl ShardSet {
     /// Ids of the shards that have answered, sorted.
     pub fn ids(&self) -> Vec<String> {
         self.inner.read().by_id.keys().cloned().collect()
+    }
+
+    /// Ids of the shards new integrations and syncs may be placed on: those that have answered
+    /// and are not being drained (all of them if every one is drained).
+    pub fn placeable_ids(&self) -> Vec<String> {
+        let members = self.inner.read();
+        let open: Vec<String> = members
+            .by_id
+            .keys()
+            .filter(|id| !members.draining.contains(*id))
+            .cloned()
+            .collect();
+        if open.is_empty() {
+            members.by_id.keys().cloned().collect()
+        } else {
+            open
+        }
+    }
+
+    /// Shards being drained, as last read from the store.
+    pub(crate) fn draining(&self) -> std::collections::BTreeSet<String> {
+        self.inner.read().draining.clone()
+    }
+
+    /// Records which shards are being drained.
+    pub(crate) fn set_draining(&self, ids: std::collections::BTreeSet<String>) {
+        self.inner.write().draining = ids;
     }
 
     pub fn get(&self, id: &str) -> Option<ShardClient> {

@@ -3,8 +3,10 @@
 //! killed with SIGKILL under a steady search load (no request may fail or come back partial) and
 //! in the middle of a streamed catalog ingest (every acknowledged batch must be searchable once
 //! the shard is back and repaired, also with another shard down), and one whose data dir is
-//! deleted while it is down gets its replicas back from the others. Run with `--nocapture` to see
-//! the latency figures of each phase (BENCHMARKS.md records them).
+//! deleted while it is down gets its replicas back from the others. PostgreSQL (a server of the
+//! drill's own) is stopped under a search and write load: requests fail as `UNAVAILABLE`,
+//! retryable, while it is down, and the router recovers by itself once it is back. Run with
+//! `--nocapture` to see the figures of each phase (BENCHMARKS.md records them).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_proto::v1 as pb;
-use agentsearch_tests::procs::{Process, free_addr, spawn, wait_listening};
+use agentsearch_tests::procs::{PrivatePostgres, Process, free_addr, spawn, wait_listening};
 use agentsearch_tests::*;
 use tonic::transport::Channel;
 
@@ -36,6 +38,11 @@ struct Procs {
 
 impl Procs {
     async fn start(shards: usize) -> Procs {
+        Self::start_on(shards, &postgres_url()).await
+    }
+
+    /// [`Procs::start`] with the metadata in the PostgreSQL server at `postgres`.
+    async fn start_on(shards: usize, postgres: &str) -> Procs {
         let dir = tempfile::tempdir().unwrap();
         let mut procs = Vec::new();
         for i in 0..shards {
@@ -72,7 +79,7 @@ impl Procs {
                 .collect::<Vec<_>>()
                 .join(","),
             "--postgres".into(),
-            postgres_url(),
+            postgres.to_string(),
         ];
         let router = spawn(
             &args,
@@ -482,4 +489,179 @@ async fn a_shard_whose_data_dir_is_deleted_gets_its_replicas_back() {
             );
         }
     }
+}
+
+/// What one request of the PostgreSQL drill got: its phase (the later of its start's and its
+/// end's), and `None` (answered whole) or the
+/// gRPC code and whether the error envelope says retryable.
+struct Outcome {
+    phase: usize,
+    failure: Option<(tonic::Code, bool)>,
+}
+
+fn outcome_of<T>(phase: usize, answer: &Result<tonic::Response<T>, tonic::Status>) -> Outcome {
+    Outcome {
+        phase,
+        failure: answer.as_ref().err().map(|status| {
+            let error = agentsearch_proto::error_codec::error_from_status(status);
+            (status.code(), error.code().retryable())
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_under_load_fails_retryably_and_recovers_by_itself() {
+    let pg = PrivatePostgres::start().await;
+    let cluster = Procs::start_on(2, &pg.url()).await;
+    let catalog = spread_catalog();
+    let channel = channel(cluster.grpc).await;
+    load_catalog_over(channel.clone(), PROJECT, &catalog, 100, Some(SERVICE_TOKEN)).await;
+    let queries: Arc<Vec<String>> = Arc::new(
+        catalog
+            .iter()
+            .step_by(12)
+            .map(|t| t.description.clone())
+            .collect(),
+    );
+    // Phases: 0 up, 1 PostgreSQL down, 2 back.
+    let phase = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let searcher = {
+        let (channel, queries, phase, stop) = (
+            channel.clone(),
+            queries.clone(),
+            phase.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            let mut client = pb::tool_search_client::ToolSearchClient::new(channel);
+            let mut out = Vec::new();
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let at = phase.load(Ordering::SeqCst);
+                let request = search_request(&queries[i % queries.len()]);
+                let answer = client
+                    .search_tools(bearer(request, Some(SERVICE_TOKEN)))
+                    .await;
+                out.push(outcome_of(at.max(phase.load(Ordering::SeqCst)), &answer));
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            out
+        })
+    };
+    let writer = {
+        let (channel, phase, stop) = (channel.clone(), phase.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut client = pb::tool_catalog_client::ToolCatalogClient::new(channel);
+            let (mut out, mut acked) = (Vec::new(), Vec::new());
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let at = phase.load(Ordering::SeqCst);
+                let tool = ToolDefinition {
+                    name: format!("ACME_WRITTEN_WHILE_THE_STORE_RESTARTS_{i}"),
+                    description: format!("File the zephyrine expense report number {i}."),
+                    ..fixture_catalog()[0].clone()
+                };
+                let request = pb::UpsertToolsRequest {
+                    project_id: PROJECT.into(),
+                    tools: vec![to_proto_tool(&tool)],
+                };
+                let answer = match client
+                    .upsert_tools(bearer(tokio_stream::iter([request]), Some(SERVICE_TOKEN)))
+                    .await
+                {
+                    Ok(mut acks) => match acks.get_mut().message().await {
+                        Ok(_) => Ok(tonic::Response::new(())),
+                        Err(status) => Err(status),
+                    },
+                    Err(status) => Err(status),
+                };
+                if answer.is_ok() {
+                    acked.push(tool.name.clone());
+                }
+                out.push(outcome_of(at.max(phase.load(Ordering::SeqCst)), &answer));
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (out, acked)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    phase.store(1, Ordering::SeqCst);
+    pg.stop_server();
+    // Longer than the router's metadata cache (5 s): searches then run on the placements last
+    // read.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    pg.start_server();
+    let restarted = Instant::now();
+    phase.store(2, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    stop.store(true, Ordering::SeqCst);
+    let searches = searcher.await.unwrap();
+    let (writes, acked) = writer.await.unwrap();
+
+    for (what, outcomes) in [("searches", &searches), ("writes", &writes)] {
+        for (p, name) in ["up", "PostgreSQL down", "PostgreSQL back"]
+            .iter()
+            .enumerate()
+        {
+            let of: Vec<&Outcome> = outcomes.iter().filter(|o| o.phase == p).collect();
+            let failed: Vec<(tonic::Code, bool)> = of.iter().filter_map(|o| o.failure).collect();
+            eprintln!(
+                "drill: {what}, {name}: {} requests, {} failed ({} UNAVAILABLE and retryable)",
+                of.len(),
+                failed.len(),
+                failed
+                    .iter()
+                    .filter(|f| **f == (tonic::Code::Unavailable, true))
+                    .count()
+            );
+            // Every failure, in every phase, is UNAVAILABLE and retryable.
+            for f in &failed {
+                assert_eq!(
+                    *f,
+                    (tonic::Code::Unavailable, true),
+                    "{what} in phase {name}"
+                );
+            }
+            if p == 0 {
+                assert!(failed.is_empty(), "{what} failed before the outage");
+            }
+        }
+        // Recovered by itself: the last requests of the last phase all succeed.
+        let back: Vec<&Outcome> = outcomes.iter().filter(|o| o.phase == 2).collect();
+        let tail = &back[back.len().saturating_sub(back.len() / 2)..];
+        assert!(
+            !tail.is_empty() && tail.iter().all(|o| o.failure.is_none()),
+            "{what} did not recover"
+        );
+    }
+    // Writes need the store: they failed while it was down.
+    assert!(
+        writes.iter().any(|o| o.phase == 1 && o.failure.is_some()),
+        "no write failed while PostgreSQL was down"
+    );
+    let first_ok = writes
+        .iter()
+        .position(|o| o.phase == 2 && o.failure.is_none())
+        .unwrap();
+    eprintln!(
+        "drill: first write acknowledged {} writes after the restart ({:.1?} of phase 2 elapsed at the end)",
+        first_ok - writes.iter().position(|o| o.phase == 2).unwrap(),
+        restarted.elapsed()
+    );
+    // Every acknowledged write is there.
+    for name in &acked {
+        let (status, _, body) = http(
+            cluster.http,
+            "GET",
+            &format!("/api/tools/projects/{PROJECT}/tools/{name}"),
+            &[("authorization", &format!("Bearer {SERVICE_TOKEN}"))],
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{name}: {body}");
+    }
+    eprintln!("drill: {} acknowledged writes all found", acked.len());
 }

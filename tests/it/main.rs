@@ -13,6 +13,7 @@ mod eval;
 mod feedback;
 mod lifecycle;
 mod limits;
+mod membership;
 mod metrics;
 mod omissions;
 mod principals;

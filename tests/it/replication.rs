@@ -13,7 +13,7 @@ use agentsearch_common::Error;
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context_api::{CreateSync, RawContextSearch, RawRecord, RawUpsertRecords};
+use agentsearch_router::context_api::{CreateSync, RawContextSearch};
 use agentsearch_router::{Router, RouterSettings};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::{MetadataStore, STALE_INTEGRATION, STALE_SYNC};
@@ -373,33 +373,6 @@ async fn a_tool_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
 }
 
 /// `n` records readable by anyone, with precomputed vectors.
-fn records(n: usize, dim: usize, tag: &str) -> RawUpsertRecords {
-    RawUpsertRecords {
-        records: (0..n)
-            .map(|i| {
-                let mut vector = vec![0.0f32; dim];
-                vector[i % dim] = 1.0;
-                RawRecord {
-                    id: Some(format!("doc-{i}")),
-                    display_name: Some(format!("Document {i}")),
-                    acl: Some(agentsearch_common::context::Acl {
-                        anyone: true,
-                        ..Default::default()
-                    }),
-                    segments: Some(vec![agentsearch_router::context_api::SegmentInput {
-                        text: format!("Document {i} of the {tag} zephyrine budget."),
-                        vector,
-                    }]),
-                    ..Default::default()
-                }
-            })
-            .collect(),
-        embedding: Some(agentsearch_router::context_api::EmbeddingSpec {
-            model: embedder().model_id().into(),
-            dimension: dim as u32,
-        }),
-    }
-}
 
 async fn listed(replica: &Replica, sync_id: &str) -> Vec<RecordVersion> {
     replica
@@ -463,14 +436,14 @@ async fn a_sync_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
     assert_eq!(placed.len(), 2);
     let (behind, healthy) = (placed[0], placed[1]);
     router
-        .upsert_records(PROJECT, &sync.id, records(20, dim, "first"), "w0")
+        .upsert_records(PROJECT, &sync.id, anyone_records(20, dim, "first"), "w0")
         .await
         .unwrap();
 
     // Rewrites of the same records and new ones, while a replica is down.
     cluster.set_down(behind, true);
     router
-        .upsert_records(PROJECT, &sync.id, records(30, dim, "second"), "w1")
+        .upsert_records(PROJECT, &sync.id, anyone_records(30, dim, "second"), "w1")
         .await
         .unwrap();
     router
@@ -568,7 +541,7 @@ async fn a_shard_back_without_its_data_gets_its_replicas_back_from_the_others() 
         .await
         .unwrap();
     router
-        .upsert_records(PROJECT, &sync.id, records(20, dim, "second"), "w")
+        .upsert_records(PROJECT, &sync.id, anyone_records(20, dim, "second"), "w")
         .await
         .unwrap();
     router

@@ -159,6 +159,8 @@ pub fn settings() -> RouterSettings {
         write_quorum: 1,
         hedge_after: Some(Duration::from_millis(config.shards.hedge_after_ms)),
         embed_batch_size: config.embed.batch_size,
+        metadata_cache: Duration::from_millis(config.shards.metadata_cache_ms),
+        auto_rebalance: false,
     }
 }
 
@@ -540,4 +542,38 @@ pub async fn rest_json(
     let (status, _, text) = http(addr, method, path, &headers, body).await;
     let json = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
     (status, json)
+}
+
+/// `n` records `doc-0..` readable by anyone, one segment each ("Document {i} of the {tag}
+/// zephyrine budget.") with a unit vector of `dim` dimensions.
+pub fn anyone_records(
+    n: usize,
+    dim: usize,
+    tag: &str,
+) -> agentsearch_router::context_api::RawUpsertRecords {
+    agentsearch_router::context_api::RawUpsertRecords {
+        records: (0..n)
+            .map(|i| {
+                let mut vector = vec![0.0f32; dim];
+                vector[i % dim] = 1.0;
+                agentsearch_router::context_api::RawRecord {
+                    id: Some(format!("doc-{i}")),
+                    display_name: Some(format!("Document {i}")),
+                    acl: Some(agentsearch_common::context::Acl {
+                        anyone: true,
+                        ..Default::default()
+                    }),
+                    segments: Some(vec![agentsearch_router::context_api::SegmentInput {
+                        text: format!("Document {i} of the {tag} zephyrine budget."),
+                        vector,
+                    }]),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        embedding: Some(agentsearch_router::context_api::EmbeddingSpec {
+            model: embedder().model_id().into(),
+            dimension: dim as u32,
+        }),
+    }
 }

@@ -159,7 +159,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "grpc" (printf "0.0.0.0:%d" (int $v.router.grpcPort))
   "http" $http
   "server" (dict "drain_secs" $v.router.drainSecs)
-  "shards" (dict "remote" (include "agentsearch.shardAddresses" . | fromJsonArray) "refresh_secs" $v.router.shardRefreshSecs "replication" $v.shard.replication "write_quorum" $v.shard.writeQuorum "hedge_after_ms" $v.router.hedgeAfterMs "repair_secs" $v.router.repairSecs)
+  "shards" (dict "remote" (include "agentsearch.shardAddresses" . | fromJsonArray) "refresh_secs" $v.router.shardRefreshSecs "replication" $v.shard.replication "write_quorum" $v.shard.writeQuorum "hedge_after_ms" $v.router.hedgeAfterMs "repair_secs" $v.router.repairSecs "auto_rebalance" $v.router.autoRebalance)
   "postgres" $postgres
   "hydration" $hydration
   "embed" $embed

@@ -77,8 +77,14 @@ impl Default for Config {
 pub struct ShardsConfig {
     /// In-process shards of `serve`.
     pub local: u32,
-    /// gRPC addresses of remote shards (`router`).
+    /// gRPC addresses of remote shards (`router`). Read again from the configuration file
+    /// every `refresh_secs`: shards added to the list join, shards removed from it leave,
+    /// without a restart.
     pub remote: Vec<String>,
+    /// `router`: learn the shards' addresses from DNS instead of `remote`: `host:port`, every
+    /// address `host` resolves to is a shard (a Kubernetes headless Service of the shard pods),
+    /// resolved again every `refresh_secs`.
+    pub dns: Option<String>,
     /// Shards that hold each integration.
     pub replication: u32,
     /// How often a router probes every address of `remote` (in seconds): shards that were down
@@ -92,8 +98,17 @@ pub struct ShardsConfig {
     /// acknowledged; replicas that miss it are marked stale, are not read from, and are repaired
     /// from a healthy one. 0: a majority of `replication`.
     pub write_quorum: u32,
-    /// How often a router looks for stale replicas to repair, in seconds.
+    /// How often a router looks for stale replicas to repair, in seconds; the same pass
+    /// advances replica moves (drains, rebalances).
     pub repair_secs: u64,
+    /// How long a router trusts its cached copy of a project's placements and stale replicas,
+    /// in milliseconds. Replica moves wait twice this long between steps, so that every router
+    /// has seen a step before the next.
+    pub metadata_cache_ms: u64,
+    /// Rebalance automatically: whenever no replica move is in progress, move replicas from the
+    /// most to the least loaded shards (a shard that joined gets its share). Off: only
+    /// `agentsearch admin rebalance` does.
+    pub auto_rebalance: bool,
     /// `router`: call shards over TLS, trusting the certificate authorities of this PEM file.
     /// Unset: plain text, unless an address is `https://` (then the system's roots are trusted).
     pub tls_ca_file: Option<PathBuf>,
@@ -154,11 +169,14 @@ impl Default for ShardsConfig {
         Self {
             local: 2,
             remote: Vec::new(),
+            dns: None,
             replication: 1,
             refresh_secs: 5,
             hedge_after_ms: 25,
             write_quorum: 0,
             repair_secs: 5,
+            metadata_cache_ms: 5000,
+            auto_rebalance: false,
             tls_ca_file: None,
             tls_cert_file: None,
             tls_key_file: None,
@@ -867,6 +885,12 @@ impl Config {
                 self.shards.write_quorum, self.shards.replication
             ));
         }
+        if !(100..=60_000).contains(&self.shards.metadata_cache_ms) {
+            errors.push(format!(
+                "shards.metadata_cache_ms: must be between 100 and 60000, got {}",
+                self.shards.metadata_cache_ms
+            ));
+        }
         if !(1..=3600).contains(&self.shards.repair_secs) {
             errors.push(format!(
                 "shards.repair_secs: must be between 1 and 3600, got {}",
@@ -1145,12 +1169,30 @@ impl Config {
                     }
                     Some(_) => {}
                 }
-                if self.shards.remote.is_empty() {
-                    problems.push(
+                match &self.shards.dns {
+                    Some(name) => {
+                        let ok = !name.contains('/')
+                            && split_port(name)
+                                .is_some_and(|(host, port)| !host.is_empty() && port.is_some());
+                        if !ok {
+                            problems.push(format!(
+                                "shards.dns: must be host:port, got `{}`",
+                                crate::ids::truncate(name, 128)
+                            ));
+                        }
+                        if !self.shards.remote.is_empty() {
+                            problems.push(
+                                "shards.remote: set either shards.remote or shards.dns, not both"
+                                    .to_string(),
+                            );
+                        }
+                    }
+                    None if self.shards.remote.is_empty() => problems.push(
                         "shards.remote: at least one shard address (host:port) is required by \
-                         `router`"
+                         `router` (or shards.dns)"
                             .to_string(),
-                    );
+                    ),
+                    None => {}
                 }
                 for (i, address) in self.shards.remote.iter().enumerate() {
                     let authority = address
@@ -1166,7 +1208,9 @@ impl Config {
                         ));
                     }
                 }
-                if self.shards.replication as usize > self.shards.remote.len().max(1) {
+                if self.shards.dns.is_none()
+                    && self.shards.replication as usize > self.shards.remote.len().max(1)
+                {
                     problems.push(format!(
                         "shards.replication: {} copies need at least as many shards, {} listed",
                         self.shards.replication,

@@ -63,6 +63,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../migrations/0005_feedback.sql")),
     (6, include_str!("../migrations/0006_sync_fields.sql")),
     (7, include_str!("../migrations/0007_stale_replicas.sql")),
+    (8, include_str!("../migrations/0008_membership.sql")),
 ];
 
 /// A replica that missed a write of one integration (`kind` "integration", `key` its name) or one
@@ -118,6 +119,45 @@ pub struct ReplicaSet {
     pub kind: String,
     pub key: String,
     pub shard_ids: Vec<String>,
+}
+
+/// A replica on its way from one shard to another: `to` joins the replicas (stale until the
+/// repair has filled it), then, once it is healthy and every router has seen it, `from` leaves
+/// them, and its copy is deleted once no router can still read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaMove {
+    pub project_id: String,
+    pub kind: String,
+    pub key: String,
+    pub from_shard: String,
+    pub to_shard: String,
+    /// `drain` or `rebalance`.
+    pub reason: String,
+    pub created_at: i64,
+    /// When `to` joined the replicas (ms since the epoch).
+    pub added_at: Option<i64>,
+    /// When `from` left them.
+    pub removed_at: Option<i64>,
+}
+
+/// A shard being emptied (`admin drain`): new placements avoid it and its replicas move away.
+/// With `lost`, its data is declared gone: keys it held alone are placed elsewhere, empty, and
+/// reported lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardDrain {
+    pub shard_id: String,
+    pub lost: bool,
+    pub requested_at: i64,
+}
+
+/// A key whose only replica was lost with its shard's data: its content must be written again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostReplica {
+    pub project_id: String,
+    pub kind: String,
+    pub key: String,
+    pub shard_id: String,
+    pub lost_at: i64,
 }
 
 /// The `kind` of a [`StaleReplica`] of an integration's index.
@@ -465,6 +505,49 @@ pub trait MetadataStore: Send + Sync + 'static {
         from: &str,
         to: &str,
     ) -> Result<bool>;
+    /// Adds shard `to` as the last replica of an integration or sync; returns whether it did (not
+    /// if the key does not exist or `to` holds it already).
+    async fn add_replica(&self, project_id: &str, kind: &str, key: &str, to: &str) -> Result<bool>;
+    /// Removes shard `from` from the replicas of an integration or sync, the others keeping
+    /// their order; returns whether it did (not if `from` holds none, or is the only replica).
+    async fn remove_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+    ) -> Result<bool>;
+    /// Every integration and sync of every project with its replicas, ordered by project, kind
+    /// and key.
+    async fn all_replicas(&self) -> Result<Vec<ReplicaSet>>;
+    /// Forgets what the ledger knows of the content of an integration (its tools' entries) or a
+    /// sync (its records, their ACL tokens, its counts; the sync itself stays), whose data was
+    /// lost: writes of the same content are no longer skipped as unchanged.
+    async fn forget_content(&self, project_id: &str, kind: &str, key: &str) -> Result<()>;
+
+    // Membership changes.
+
+    /// Records a move unless the key has one already; returns whether it did.
+    async fn put_move(&self, movement: &ReplicaMove) -> Result<bool>;
+    /// Every move in progress, ordered by project, kind and key.
+    async fn replica_moves(&self) -> Result<Vec<ReplicaMove>>;
+    /// Records the progress of a move (`added_at`, `removed_at`); returns whether it exists.
+    async fn update_move(&self, movement: &ReplicaMove) -> Result<bool>;
+    /// Deletes the move of a key (done or cancelled).
+    async fn delete_move(&self, project_id: &str, kind: &str, key: &str) -> Result<()>;
+    /// Records (or updates) the drain of a shard.
+    async fn put_drain(&self, drain: &ShardDrain) -> Result<()>;
+    /// Every shard being drained or drained, by shard id.
+    async fn drains(&self) -> Result<Vec<ShardDrain>>;
+    /// Forgets the drain of a shard; returns whether it had one.
+    async fn delete_drain(&self, shard_id: &str) -> Result<bool>;
+    /// Records keys whose only replica was lost (a newer report of a key replaces the older).
+    async fn record_lost(&self, lost: &[LostReplica]) -> Result<()>;
+    /// Every key reported lost, ordered by project, kind and key.
+    async fn lost_replicas(&self) -> Result<Vec<LostReplica>>;
+    /// Forgets every lost report; returns how many there were.
+    async fn clear_lost(&self) -> Result<u64>;
+
     /// What the ledger says of the writes of one integration (`kind` [`STALE_INTEGRATION`]) or
     /// sync ([`STALE_SYNC`]): `None` while a write of it may be in flight (an entry it touches
     /// was marked pending at or after `since_ms`), else a fingerprint that changes whenever a
@@ -792,6 +875,7 @@ pub mod conformance {
         connections(store).await;
         feedback(store, p, q).await;
         stale_replicas(store, p, q).await;
+        membership(store, p, q).await;
     }
 
     /// Stale marks: epochs grow per missed write, a clear needs the epoch it read, projects are
@@ -992,6 +1076,684 @@ pub mod conformance {
             .unwrap();
         assert_eq!(fence(STALE_SYNC, "sync-fence", 0).await, None);
         assert!(fence(STALE_SYNC, "sync-fence", later).await.is_some());
+    }
+
+    /// Adds a replica; whether it did.
+    async fn add(
+        store: &dyn MetadataStore,
+        project: &str,
+        kind: &str,
+        key: &str,
+        to: &str,
+    ) -> bool {
+        store.add_replica(project, kind, key, to).await.unwrap()
+    }
+
+    /// The replicas of an integration or sync as the placements and syncs report them.
+    async fn replicas_of(
+        store: &dyn MetadataStore,
+        project: &str,
+        kind: &str,
+        key: &str,
+    ) -> Option<Vec<String>> {
+        if kind == STALE_SYNC {
+            return store
+                .get_sync(project, key)
+                .await
+                .unwrap()
+                .map(|s| s.shard_ids);
+        }
+        store
+            .placements(project)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|pl| pl.integration == key)
+            .map(|pl| pl.shard_ids)
+    }
+
+    /// Membership changes: replicas added and removed (never the last one), every replica set
+    /// listed, the content of lost keys forgotten, moves, drains and lost reports.
+    async fn membership(store: &dyn MetadataStore, p: &str, q: &str) {
+        let tools_before = store.catalog_size(p).await.unwrap();
+        let q_placements = store.placements(q).await.unwrap();
+
+        // Integrations: a new replica goes last; never a second copy on one shard; a missing key
+        // (here or only in another project) gets none.
+        store
+            .place(p, "member", &strings(&["a1", "a2"]))
+            .await
+            .unwrap();
+        assert!(add(store, p, STALE_INTEGRATION, "member", "a3").await);
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a1", "a2", "a3"]))
+        );
+        assert!(!add(store, p, STALE_INTEGRATION, "member", "a3").await);
+        assert!(!add(store, p, STALE_INTEGRATION, "member", "a1").await);
+        assert!(!add(store, p, STALE_INTEGRATION, "nope", "a4").await);
+        assert_eq!(replicas_of(store, p, STALE_INTEGRATION, "nope").await, None);
+        assert!(!add(store, q, STALE_INTEGRATION, "member", "a4").await);
+        assert_eq!(store.placements(q).await.unwrap(), q_placements);
+        // Another kind changes nothing.
+        assert!(!add(store, p, "other", "member", "a4").await);
+        assert!(
+            !store
+                .remove_replica(p, "other", "member", "a1")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a1", "a2", "a3"]))
+        );
+        // A removal keeps the order of the others; a replica added after one was removed still
+        // goes last.
+        assert!(
+            store
+                .remove_replica(p, STALE_INTEGRATION, "member", "a2")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a1", "a3"]))
+        );
+        assert!(add(store, p, STALE_INTEGRATION, "member", "a2").await);
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a1", "a3", "a2"]))
+        );
+        assert!(add(store, p, STALE_INTEGRATION, "member", "a0").await);
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a1", "a3", "a2", "a0"]))
+        );
+        // Not from a shard that holds none, nor from a missing key, nor the last replica.
+        for (key, from) in [("member", "a9"), ("nope", "a1")] {
+            assert!(
+                !store
+                    .remove_replica(p, STALE_INTEGRATION, key, from)
+                    .await
+                    .unwrap()
+            );
+        }
+        for from in ["a1", "a0", "a3"] {
+            assert!(
+                store
+                    .remove_replica(p, STALE_INTEGRATION, "member", from)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert!(
+            !store
+                .remove_replica(p, STALE_INTEGRATION, "member", "a2")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a2"]))
+        );
+        assert!(
+            !store
+                .remove_replica(q, STALE_INTEGRATION, "slack", "s9")
+                .await
+                .unwrap()
+        );
+        // The project must match: p's replicas of slack are not q's.
+        assert!(
+            !store
+                .remove_replica(q, STALE_INTEGRATION, "slack", "s2")
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.placements(q).await.unwrap(), q_placements);
+
+        // Syncs: the same rules over their shard lists.
+        let member_sync = store
+            .create_sync(&SyncRow {
+                id: "sync-member".into(),
+                project_id: p.into(),
+                source: "gdrive".into(),
+                owner: "o".into(),
+                shard_ids: strings(&["b1", "b2"]),
+                generation: 0,
+                records: 0,
+                segments: 0,
+                created_at_ms: 0,
+                last_ingest_at_ms: None,
+                fields: Vec::new(),
+            })
+            .await
+            .unwrap();
+        let sync_q = store.get_sync(q, "sync-q").await.unwrap().unwrap();
+        assert!(add(store, p, STALE_SYNC, "sync-member", "b3").await);
+        assert_eq!(
+            replicas_of(store, p, STALE_SYNC, "sync-member").await,
+            Some(strings(&["b1", "b2", "b3"]))
+        );
+        assert!(!add(store, p, STALE_SYNC, "sync-member", "b3").await);
+        assert!(!add(store, p, STALE_SYNC, "sync-member", "b1").await);
+        assert!(!add(store, p, STALE_SYNC, "nope", "b3").await);
+        assert!(!add(store, p, STALE_SYNC, "sync-q", "b3").await);
+        assert!(!add(store, q, STALE_SYNC, "sync-member", "b4").await);
+        assert!(!add(store, p, "other", "sync-member", "b4").await);
+        assert!(
+            !store
+                .remove_replica(p, "other", "sync-member", "b1")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            replicas_of(store, p, STALE_SYNC, "sync-member").await,
+            Some(strings(&["b1", "b2", "b3"]))
+        );
+        assert!(
+            store
+                .remove_replica(p, STALE_SYNC, "sync-member", "b2")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            replicas_of(store, p, STALE_SYNC, "sync-member").await,
+            Some(strings(&["b1", "b3"]))
+        );
+        for (project, key, from) in [
+            (p, "sync-member", "b9"),
+            (p, "nope", "b1"),
+            (p, "sync-q", "s1"),
+            (q, "sync-member", "b1"),
+        ] {
+            assert!(
+                !store
+                    .remove_replica(project, STALE_SYNC, key, from)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert!(
+            store
+                .remove_replica(p, STALE_SYNC, "sync-member", "b1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .remove_replica(p, STALE_SYNC, "sync-member", "b3")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.get_sync(p, "sync-member").await.unwrap(),
+            Some(SyncRow {
+                shard_ids: strings(&["b3"]),
+                ..member_sync.clone()
+            })
+        );
+        assert_eq!(store.get_sync(q, "sync-q").await.unwrap(), Some(sync_q));
+
+        // Every replica set: integrations in replica order, then syncs, by project, kind, key.
+        let all = store.all_replicas().await.unwrap();
+        let order: Vec<(&str, &str, &str)> = all
+            .iter()
+            .map(|r| (r.project_id.as_str(), r.kind.as_str(), r.key.as_str()))
+            .collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(order, sorted);
+        for project in [p, q] {
+            let mut expected: Vec<ReplicaSet> = store
+                .placements(project)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|pl| ReplicaSet {
+                    project_id: project.into(),
+                    kind: STALE_INTEGRATION.into(),
+                    key: pl.integration,
+                    shard_ids: pl.shard_ids,
+                })
+                .collect();
+            expected.extend(
+                store
+                    .list_syncs(project)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|s| ReplicaSet {
+                        project_id: project.into(),
+                        kind: STALE_SYNC.into(),
+                        key: s.id,
+                        shard_ids: s.shard_ids,
+                    }),
+            );
+            expected.sort_by(|a, b| a.key.cmp(&b.key));
+            expected.sort_by(|a, b| a.kind.cmp(&b.kind));
+            let got: Vec<ReplicaSet> = all
+                .iter()
+                .filter(|r| r.project_id == project)
+                .cloned()
+                .collect();
+            assert_eq!(got, expected, "{project}");
+        }
+        let set = |project: &str, kind: &str, key: &str, ids: &[&str]| ReplicaSet {
+            project_id: project.into(),
+            kind: kind.into(),
+            key: key.into(),
+            shard_ids: strings(ids),
+        };
+        for expected in [
+            set(p, STALE_INTEGRATION, "member", &["a2"]),
+            set(p, STALE_INTEGRATION, "slack", &["s2", "s1"]),
+            set(p, STALE_SYNC, "sync-member", &["b3"]),
+            set(q, STALE_INTEGRATION, "slack", &["s9"]),
+            // A project with a sync and no placement.
+            set(
+                "00000000-0000-4000-8000-0000000000ee",
+                STALE_SYNC,
+                "sync-lone",
+                &["s7"],
+            ),
+        ] {
+            assert!(all.contains(&expected), "{expected:?} in {all:?}");
+        }
+
+        // Forgetting an integration's content drops its ledger entries in that project only.
+        let tool = |name: &str, integration: &str| CatalogEntry {
+            name: name.into(),
+            integration: integration.into(),
+            content_hash: format!("h-{name}"),
+            stale: Vec::new(),
+        };
+        store
+            .put_catalog_entries(
+                p,
+                &[
+                    tool("L1", "lostint"),
+                    tool("L2", "lostint"),
+                    tool("K1", "keepint"),
+                ],
+            )
+            .await
+            .unwrap();
+        store
+            .put_catalog_entries(q, &[tool("L1", "lostint")])
+            .await
+            .unwrap();
+        let q_tools = store.catalog_size(q).await.unwrap();
+        store.forget_content(p, "other", "lostint").await.unwrap();
+        assert_eq!(store.catalog_size(p).await.unwrap(), tools_before + 3);
+        store
+            .forget_content(p, STALE_INTEGRATION, "lostint")
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .catalog_entries(p, &strings(&["L1", "L2", "K1"]))
+                .await
+                .unwrap(),
+            vec![tool("K1", "keepint")]
+        );
+        assert_eq!(store.catalog_size(p).await.unwrap(), tools_before + 1);
+        assert_eq!(
+            store.catalog_entries(q, &strings(&["L1"])).await.unwrap(),
+            vec![tool("L1", "lostint")]
+        );
+        assert_eq!(store.catalog_size(q).await.unwrap(), q_tools);
+        store
+            .forget_content(p, STALE_INTEGRATION, "nope")
+            .await
+            .unwrap();
+        // Its placement stays.
+        assert_eq!(
+            replicas_of(store, p, STALE_INTEGRATION, "member").await,
+            Some(strings(&["a2"]))
+        );
+
+        // Forgetting a sync's content drops its records and their ACLs and zeroes its counts;
+        // the sync (generation, shards, last ingest) and its group memberships stay.
+        store
+            .put_records(
+                p,
+                "sync-member",
+                &[
+                    rec("r1", 1, "h1", 3, &["anyone"]),
+                    rec("r2", 1, "h2", 4, &["user:a@b.com"]),
+                ],
+            )
+            .await
+            .unwrap();
+        store
+            .mark_records_pending(p, "sync-member", &strings(&["r3"]))
+            .await
+            .unwrap();
+        store
+            .put_group_members(p, "sync-member", &[("eng".into(), strings(&["a@b.com"]))])
+            .await
+            .unwrap();
+        let filled = store.get_sync(p, "sync-member").await.unwrap().unwrap();
+        assert_eq!((filled.records, filled.segments), (2, 7));
+        let sync_b = store.get_sync(p, "sync-b").await.unwrap().unwrap();
+        let q_entries = entries(store, q, "sync-q", &["r1"]).await;
+        store
+            .forget_content(p, "other", "sync-member")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_sync(p, "sync-member").await.unwrap(),
+            Some(filled.clone())
+        );
+        store
+            .forget_content(p, STALE_SYNC, "sync-member")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_sync(p, "sync-member").await.unwrap(),
+            Some(SyncRow {
+                records: 0,
+                segments: 0,
+                ..filled.clone()
+            })
+        );
+        assert!(
+            entries(store, p, "sync-member", &["r1", "r2", "r3"])
+                .await
+                .is_empty()
+        );
+        assert_eq!(readable(store, p, "sync-member", &["anyone"]).await, 0);
+        assert_eq!(
+            groups_of(store, p, "sync-member", &["a@b.com"]).await,
+            ["eng"]
+        );
+        // A record marked pending or written again comes back without its old principals.
+        store
+            .mark_records_pending(p, "sync-member", &strings(&["r2"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            entries(store, p, "sync-member", &["r2"]).await,
+            vec![rec("r2", 0, "", 0, &[])]
+        );
+        store
+            .put_records(p, "sync-member", &[rec("r1", 2, "h1", 3, &[])])
+            .await
+            .unwrap();
+        assert_eq!(
+            entries(store, p, "sync-member", &["r1"]).await,
+            vec![rec("r1", 2, "h1", 3, &[])]
+        );
+        assert_eq!(readable(store, p, "sync-member", &["anyone"]).await, 0);
+        assert_eq!(totals(store, p, "sync-member").await.1, 1);
+        // Other syncs, another project's sync named from p, and missing syncs are left alone.
+        store.forget_content(p, STALE_SYNC, "sync-q").await.unwrap();
+        store.forget_content(p, STALE_SYNC, "nope").await.unwrap();
+        assert_eq!(
+            store.get_sync(p, "sync-b").await.unwrap(),
+            Some(sync_b.clone())
+        );
+        assert_eq!(entries(store, q, "sync-q", &["r1"]).await, q_entries);
+        assert_eq!(totals(store, q, "sync-q").await, (1, 1, 7));
+
+        // Moves: one per key; progress recorded; listed by project, kind, key.
+        assert!(store.replica_moves().await.unwrap().is_empty());
+        let mv = |project: &str, kind: &str, key: &str, from: &str, to: &str| ReplicaMove {
+            project_id: project.into(),
+            kind: kind.into(),
+            key: key.into(),
+            from_shard: from.into(),
+            to_shard: to.into(),
+            reason: "drain".into(),
+            created_at: 100,
+            added_at: None,
+            removed_at: None,
+        };
+        let odd = "x'); DROP TABLE replica_moves; --";
+        let first = mv(p, STALE_INTEGRATION, "member", "a2", "a5");
+        assert!(store.put_move(&first).await.unwrap());
+        assert!(
+            !store
+                .put_move(&ReplicaMove {
+                    reason: "rebalance".into(),
+                    created_at: 200,
+                    ..mv(p, STALE_INTEGRATION, "member", "a2", "a6")
+                })
+                .await
+                .unwrap()
+        );
+        let others = [
+            mv(q, STALE_INTEGRATION, "member", "c1", "c2"),
+            ReplicaMove {
+                reason: "rebalance".into(),
+                ..mv(p, STALE_SYNC, "sync-member", "b3", "b4")
+            },
+            mv(p, STALE_INTEGRATION, "alpha", "a1", "a2"),
+            mv(p, STALE_SYNC, "member", "d1", "d2"),
+            mv(p, STALE_INTEGRATION, odd, "e1", "e2"),
+        ];
+        for m in &others {
+            assert!(store.put_move(m).await.unwrap());
+        }
+        let keys = |moves: &[ReplicaMove]| -> Vec<(String, String, String)> {
+            moves
+                .iter()
+                .map(|m| (m.project_id.clone(), m.kind.clone(), m.key.clone()))
+                .collect()
+        };
+        let moves = store.replica_moves().await.unwrap();
+        let mut expected = vec![first.clone()];
+        expected.extend(others.iter().cloned());
+        expected.sort_by(|a, b| {
+            (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key))
+        });
+        assert_eq!(moves, expected);
+        assert_eq!(
+            keys(&moves)
+                .iter()
+                .map(|(p, k, key)| (p.as_str(), k.as_str(), key.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                (p, STALE_INTEGRATION, "alpha"),
+                (p, STALE_INTEGRATION, "member"),
+                (p, STALE_INTEGRATION, odd),
+                (p, STALE_SYNC, "member"),
+                (p, STALE_SYNC, "sync-member"),
+                (q, STALE_INTEGRATION, "member"),
+            ]
+        );
+        // Progress: only the times change.
+        let added = ReplicaMove {
+            added_at: Some(1_700_000_000_123),
+            ..first.clone()
+        };
+        assert!(store.update_move(&added).await.unwrap());
+        let removed = ReplicaMove {
+            removed_at: Some(1_700_000_000_456),
+            ..added.clone()
+        };
+        assert!(
+            store
+                .update_move(&ReplicaMove {
+                    from_shard: "zz".into(),
+                    to_shard: "zz".into(),
+                    reason: "zz".into(),
+                    created_at: 1,
+                    ..removed.clone()
+                })
+                .await
+                .unwrap()
+        );
+        let find = |moves: Vec<ReplicaMove>, kind: &str, key: &str| {
+            moves
+                .into_iter()
+                .find(|m| m.project_id == p && m.kind == kind && m.key == key)
+        };
+        assert_eq!(
+            find(
+                store.replica_moves().await.unwrap(),
+                STALE_INTEGRATION,
+                "member"
+            ),
+            Some(removed.clone())
+        );
+        assert!(store.update_move(&first).await.unwrap());
+        assert_eq!(
+            find(
+                store.replica_moves().await.unwrap(),
+                STALE_INTEGRATION,
+                "member"
+            ),
+            Some(first.clone())
+        );
+        // A missing move is not updated, nor created.
+        let missing = ReplicaMove {
+            added_at: Some(5),
+            ..mv(p, STALE_INTEGRATION, "missing", "a1", "a2")
+        };
+        assert!(!store.update_move(&missing).await.unwrap());
+        assert_eq!(store.replica_moves().await.unwrap().len(), 6);
+        // Deleted (twice is fine); the key can then have a new move. Keys differing by project
+        // or kind are other moves.
+        store
+            .delete_move(p, STALE_INTEGRATION, "member")
+            .await
+            .unwrap();
+        store
+            .delete_move(p, STALE_INTEGRATION, "member")
+            .await
+            .unwrap();
+        store
+            .delete_move(p, STALE_INTEGRATION, "missing")
+            .await
+            .unwrap();
+        assert_eq!(
+            find(
+                store.replica_moves().await.unwrap(),
+                STALE_INTEGRATION,
+                "member"
+            ),
+            None
+        );
+        assert_eq!(
+            keys(&store.replica_moves().await.unwrap()),
+            keys(&expected)
+                .into_iter()
+                .filter(|(pr, k, key)| !(pr == p && k == STALE_INTEGRATION && key == "member"))
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            store
+                .put_move(&mv(p, STALE_INTEGRATION, "member", "a2", "a6"))
+                .await
+                .unwrap()
+        );
+        for m in store.replica_moves().await.unwrap() {
+            store
+                .delete_move(&m.project_id, &m.kind, &m.key)
+                .await
+                .unwrap();
+        }
+        assert!(store.replica_moves().await.unwrap().is_empty());
+
+        // Drains: by shard id; a second drain of a shard updates it.
+        assert!(store.drains().await.unwrap().is_empty());
+        let drain = |shard: &str, lost: bool, at: i64| ShardDrain {
+            shard_id: shard.into(),
+            lost,
+            requested_at: at,
+        };
+        store.put_drain(&drain("d2", false, 10)).await.unwrap();
+        store.put_drain(&drain("d1", true, 20)).await.unwrap();
+        store.put_drain(&drain("d3", false, 30)).await.unwrap();
+        assert_eq!(
+            store.drains().await.unwrap(),
+            [
+                drain("d1", true, 20),
+                drain("d2", false, 10),
+                drain("d3", false, 30)
+            ]
+        );
+        store.put_drain(&drain("d2", true, 40)).await.unwrap();
+        store.put_drain(&drain("d1", false, 50)).await.unwrap();
+        assert_eq!(
+            store.drains().await.unwrap(),
+            [
+                drain("d1", false, 50),
+                drain("d2", true, 40),
+                drain("d3", false, 30)
+            ]
+        );
+        assert!(store.delete_drain("d2").await.unwrap());
+        assert!(!store.delete_drain("d2").await.unwrap());
+        assert!(!store.delete_drain("nope").await.unwrap());
+        assert_eq!(
+            store.drains().await.unwrap(),
+            [drain("d1", false, 50), drain("d3", false, 30)]
+        );
+        assert!(store.delete_drain("d1").await.unwrap());
+        assert!(store.delete_drain("d3").await.unwrap());
+        assert!(store.drains().await.unwrap().is_empty());
+
+        // Lost reports: one per (project, kind, key), the newer replacing the older; a clear
+        // counts them.
+        assert!(store.lost_replicas().await.unwrap().is_empty());
+        assert_eq!(store.clear_lost().await.unwrap(), 0);
+        store.record_lost(&[]).await.unwrap();
+        let lost = |project: &str, kind: &str, key: &str, shard: &str, at: i64| LostReplica {
+            project_id: project.into(),
+            kind: kind.into(),
+            key: key.into(),
+            shard_id: shard.into(),
+            lost_at: at,
+        };
+        store
+            .record_lost(&[
+                lost(q, STALE_INTEGRATION, "k", "s1", 10),
+                lost(p, STALE_SYNC, "k", "s2", 20),
+                lost(p, STALE_INTEGRATION, "k", "s3", 30),
+                lost(p, STALE_INTEGRATION, "j", "s4", 40),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.lost_replicas().await.unwrap(),
+            [
+                lost(p, STALE_INTEGRATION, "j", "s4", 40),
+                lost(p, STALE_INTEGRATION, "k", "s3", 30),
+                lost(p, STALE_SYNC, "k", "s2", 20),
+                lost(q, STALE_INTEGRATION, "k", "s1", 10),
+            ]
+        );
+        // A newer report replaces the older, also within one call (the last wins).
+        store
+            .record_lost(&[
+                lost(p, STALE_INTEGRATION, "k", "s5", 50),
+                lost(p, STALE_SYNC, "k", "s6", 60),
+                lost(p, STALE_SYNC, "k", "s7", 70),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.lost_replicas().await.unwrap(),
+            [
+                lost(p, STALE_INTEGRATION, "j", "s4", 40),
+                lost(p, STALE_INTEGRATION, "k", "s5", 50),
+                lost(p, STALE_SYNC, "k", "s7", 70),
+                lost(q, STALE_INTEGRATION, "k", "s1", 10),
+            ]
+        );
+        assert_eq!(store.clear_lost().await.unwrap(), 4);
+        assert!(store.lost_replicas().await.unwrap().is_empty());
+        assert_eq!(store.clear_lost().await.unwrap(), 0);
+
+        // The ledger of p is as it was (the on-disk test counts it after the suite).
+        store
+            .delete_catalog_entries(p, &strings(&["K1"]))
+            .await
+            .unwrap();
+        assert_eq!(store.catalog_size(p).await.unwrap(), tools_before);
     }
 
     /// Feedback: a repeat replaces, the newest `keep` stay, projects and kinds are isolated;

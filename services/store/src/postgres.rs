@@ -10,11 +10,12 @@ use tokio_postgres::NoTls;
 use crate::PgTls;
 
 use crate::{
-    CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaSet, Result, StaleReplica,
-    StoreError, SyncRow, attach_principals, connection_inputs, connection_integrations,
-    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, sort_connections,
-    sort_syncs, split_list, sync_taken, to_u64, unique, unknown_sync,
+    CatalogEntry, ConnectionInput, ConnectionRow, LostReplica, MIGRATIONS, MetadataStore,
+    Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaMove, ReplicaSet,
+    Result, ShardDrain, StaleReplica, StoreError, SyncRow, attach_principals, connection_inputs,
+    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    unknown_sync,
 };
 
 /// Key of the advisory lock held while migrating.
@@ -204,6 +205,80 @@ async fn bump_sync(tx: &deadpool_postgres::Transaction<'_>, sync_id: &str) -> Re
         .await
         .map_err(backend)?;
     Ok(row.get(0))
+}
+
+/// A replica set of `kind` from a row (project, key, comma separated shard ids).
+fn replica_set(kind: &str, r: &tokio_postgres::Row) -> ReplicaSet {
+    ReplicaSet {
+        project_id: r.get(0),
+        kind: kind.into(),
+        key: r.get(1),
+        shard_ids: split_list(r.get(2)),
+    }
+}
+
+/// Orders replica sets by project, kind and key.
+fn sort_replica_sets(sets: &mut [ReplicaSet]) {
+    sets.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
+}
+
+/// Runs `sql` (parameters: project, integration, shard) on the integration's placements with
+/// their rows locked for the transaction, so changes of one integration's replicas run one at a
+/// time; returns whether it changed a row.
+async fn change_placements(
+    client: &mut deadpool_postgres::Client,
+    project_id: &str,
+    integration: &str,
+    shard_id: &str,
+    sql: &str,
+) -> Result<bool> {
+    let tx = client.transaction().await.map_err(backend)?;
+    tx.query(
+        "SELECT shard_id FROM placements WHERE project_id = $1 AND integration = $2 FOR UPDATE",
+        &[&project_id, &integration],
+    )
+    .await
+    .map_err(backend)?;
+    let n = tx
+        .execute(sql, &[&project_id, &integration, &shard_id])
+        .await
+        .map_err(backend)?;
+    tx.commit().await.map_err(backend)?;
+    Ok(n > 0)
+}
+
+/// Edits the shard list of a sync with its row locked for the transaction: `edit` changes the
+/// list and returns whether it did, and only then is the list written back. An unknown sync, or
+/// one of another project, is left alone; returns whether the list changed.
+async fn edit_sync_shards(
+    client: &mut deadpool_postgres::Client,
+    project_id: &str,
+    sync_id: &str,
+    edit: impl FnOnce(&mut Vec<String>) -> bool,
+) -> Result<bool> {
+    let tx = client.transaction().await.map_err(backend)?;
+    let Some(row) = tx
+        .query_opt(
+            "SELECT shard_ids FROM syncs WHERE project_id = $1 AND id = $2 FOR UPDATE",
+            &[&project_id, &sync_id],
+        )
+        .await
+        .map_err(backend)?
+    else {
+        return Ok(false);
+    };
+    let mut ids = split_list(row.get(0));
+    if !edit(&mut ids) {
+        return Ok(false);
+    }
+    tx.execute(
+        "UPDATE syncs SET shard_ids = $3 WHERE project_id = $1 AND id = $2",
+        &[&project_id, &sync_id, &join_list(&ids)],
+    )
+    .await
+    .map_err(backend)?;
+    tx.commit().await.map_err(backend)?;
+    Ok(true)
 }
 
 const CONNECTION_COLUMNS: &str = "integration, account_id, alias, status, account_type, \
@@ -1183,13 +1258,8 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         let mut out: Vec<ReplicaSet> = rows
-            .into_iter()
-            .map(|r| ReplicaSet {
-                project_id: r.get(0),
-                kind: crate::STALE_INTEGRATION.into(),
-                key: r.get(1),
-                shard_ids: crate::split_list(&r.get::<_, String>(2)),
-            })
+            .iter()
+            .map(|r| replica_set(crate::STALE_INTEGRATION, r))
             .collect();
         let rows = client
             .query(
@@ -1200,16 +1270,11 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         out.extend(
-            rows.into_iter()
-                .map(|r| ReplicaSet {
-                    project_id: r.get(0),
-                    kind: crate::STALE_SYNC.into(),
-                    key: r.get(1),
-                    shard_ids: crate::split_list(&r.get::<_, String>(2)),
-                })
+            rows.iter()
+                .map(|r| replica_set(crate::STALE_SYNC, r))
                 .filter(|s| s.shard_ids.iter().any(|id| id == shard_id)),
         );
-        out.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
+        sort_replica_sets(&mut out);
         Ok(out)
     }
 
@@ -1235,33 +1300,323 @@ impl MetadataStore for PgStore {
                 .map_err(backend)?;
             return Ok(n > 0);
         }
-        let tx = client.transaction().await.map_err(backend)?;
-        let Some(row) = tx
-            .query_opt(
-                "SELECT shard_ids FROM syncs WHERE project_id = $1 AND id = $2 FOR UPDATE",
-                &[&project_id, &key],
+        edit_sync_shards(&mut client, project_id, key, |ids| {
+            if ids.iter().any(|id| id == to) {
+                return false;
+            }
+            let Some(slot) = ids.iter_mut().find(|id| *id == from) else {
+                return false;
+            };
+            *slot = to.to_string();
+            true
+        })
+        .await
+    }
+
+    async fn add_replica(&self, project_id: &str, kind: &str, key: &str, to: &str) -> Result<bool> {
+        let mut client = self.client().await?;
+        if kind == crate::STALE_INTEGRATION {
+            // Changes of one integration's replicas run one at a time: the next rank is read
+            // after the previous change committed.
+            return change_placements(
+                &mut client,
+                project_id,
+                key,
+                to,
+                "INSERT INTO placements (project_id, integration, shard_id, replica)
+                 SELECT $1, $2, $3, MAX(replica) + 1 FROM placements
+                 WHERE project_id = $1 AND integration = $2
+                 HAVING COUNT(*) > 0
+                    AND NOT EXISTS (SELECT 1 FROM placements
+                                    WHERE project_id = $1 AND integration = $2 AND shard_id = $3)
+                 ON CONFLICT DO NOTHING",
             )
-            .await
-            .map_err(backend)?
-        else {
-            return Ok(false);
-        };
-        let mut ids = crate::split_list(&row.get::<_, String>(0));
-        if ids.iter().any(|id| id == to) {
+            .await;
+        }
+        if kind != crate::STALE_SYNC {
             return Ok(false);
         }
-        let Some(slot) = ids.iter_mut().find(|id| *id == from) else {
+        edit_sync_shards(&mut client, project_id, key, |ids| {
+            if ids.iter().any(|id| id == to) {
+                return false;
+            }
+            ids.push(to.to_string());
+            true
+        })
+        .await
+    }
+
+    async fn remove_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+    ) -> Result<bool> {
+        let mut client = self.client().await?;
+        if kind == crate::STALE_INTEGRATION {
+            // Two removals at once must not both count the other's replica as the one left.
+            return change_placements(
+                &mut client,
+                project_id,
+                key,
+                from,
+                "DELETE FROM placements
+                 WHERE project_id = $1 AND integration = $2 AND shard_id = $3
+                   AND EXISTS (SELECT 1 FROM placements
+                               WHERE project_id = $1 AND integration = $2 AND shard_id <> $3)",
+            )
+            .await;
+        }
+        if kind != crate::STALE_SYNC {
             return Ok(false);
-        };
-        *slot = to.to_string();
+        }
+        edit_sync_shards(&mut client, project_id, key, |ids| {
+            if !ids.iter().any(|id| id == from) || ids.len() < 2 {
+                return false;
+            }
+            ids.retain(|id| id != from);
+            true
+        })
+        .await
+    }
+
+    async fn all_replicas(&self) -> Result<Vec<ReplicaSet>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT project_id, integration, string_agg(shard_id, ',' ORDER BY replica)
+                 FROM placements
+                 GROUP BY project_id, integration",
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        let mut out: Vec<ReplicaSet> = rows
+            .iter()
+            .map(|r| replica_set(crate::STALE_INTEGRATION, r))
+            .collect();
+        let rows = client
+            .query("SELECT project_id, id, shard_ids FROM syncs", &[])
+            .await
+            .map_err(backend)?;
+        out.extend(rows.iter().map(|r| replica_set(crate::STALE_SYNC, r)));
+        sort_replica_sets(&mut out);
+        Ok(out)
+    }
+
+    async fn forget_content(&self, project_id: &str, kind: &str, key: &str) -> Result<()> {
+        let mut client = self.client().await?;
+        if kind == crate::STALE_INTEGRATION {
+            client
+                .execute(
+                    "DELETE FROM tools WHERE project_id = $1 AND integration = $2",
+                    &[&project_id, &key],
+                )
+                .await
+                .map_err(backend)?;
+            return Ok(());
+        }
+        if kind != crate::STALE_SYNC {
+            return Ok(());
+        }
+        let tx = client.transaction().await.map_err(backend)?;
+        // Locks the sync as its writes do, so none runs between the deletes and the counts.
+        match lock_sync(&tx, project_id, key).await {
+            Ok(_) => {}
+            Err(StoreError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        tx.execute("DELETE FROM record_principals WHERE sync_id = $1", &[&key])
+            .await
+            .map_err(backend)?;
+        tx.execute("DELETE FROM sync_records WHERE sync_id = $1", &[&key])
+            .await
+            .map_err(backend)?;
         tx.execute(
-            "UPDATE syncs SET shard_ids = $3 WHERE project_id = $1 AND id = $2",
-            &[&project_id, &key, &crate::join_list(&ids)],
+            "UPDATE syncs SET records = 0, segments = 0 WHERE project_id = $1 AND id = $2",
+            &[&project_id, &key],
         )
         .await
         .map_err(backend)?;
-        tx.commit().await.map_err(backend)?;
-        Ok(true)
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn put_move(&self, movement: &ReplicaMove) -> Result<bool> {
+        let m = movement;
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "INSERT INTO replica_moves
+                   (project_id, kind, key, from_shard, to_shard, reason, created_at, added_at, removed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (project_id, kind, key) DO NOTHING",
+                &[
+                    &m.project_id,
+                    &m.kind,
+                    &m.key,
+                    &m.from_shard,
+                    &m.to_shard,
+                    &m.reason,
+                    &m.created_at,
+                    &m.added_at,
+                    &m.removed_at,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn replica_moves(&self) -> Result<Vec<ReplicaMove>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT project_id, kind, key, from_shard, to_shard, reason, created_at, added_at,
+                   removed_at
+                 FROM replica_moves ORDER BY project_id, kind, key",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ReplicaMove {
+                project_id: r.get(0),
+                kind: r.get(1),
+                key: r.get(2),
+                from_shard: r.get(3),
+                to_shard: r.get(4),
+                reason: r.get(5),
+                created_at: r.get(6),
+                added_at: r.get(7),
+                removed_at: r.get(8),
+            })
+            .collect())
+    }
+
+    async fn update_move(&self, movement: &ReplicaMove) -> Result<bool> {
+        let m = movement;
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE replica_moves SET added_at = $4, removed_at = $5
+                 WHERE project_id = $1 AND kind = $2 AND key = $3",
+                &[&m.project_id, &m.kind, &m.key, &m.added_at, &m.removed_at],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn delete_move(&self, project_id: &str, kind: &str, key: &str) -> Result<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM replica_moves WHERE project_id = $1 AND kind = $2 AND key = $3",
+                &[&project_id, &kind, &key],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn put_drain(&self, drain: &ShardDrain) -> Result<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO shard_drains (shard_id, lost, requested_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (shard_id)
+                 DO UPDATE SET lost = excluded.lost, requested_at = excluded.requested_at",
+                &[&drain.shard_id, &i64::from(drain.lost), &drain.requested_at],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn drains(&self) -> Result<Vec<ShardDrain>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT shard_id, lost, requested_at FROM shard_drains ORDER BY shard_id",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ShardDrain {
+                shard_id: r.get(0),
+                lost: r.get::<_, i64>(1) != 0,
+                requested_at: r.get(2),
+            })
+            .collect())
+    }
+
+    async fn delete_drain(&self, shard_id: &str) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute("DELETE FROM shard_drains WHERE shard_id = $1", &[&shard_id])
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn record_lost(&self, lost: &[LostReplica]) -> Result<()> {
+        if lost.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO lost_replicas (project_id, kind, key, shard_id, lost_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (project_id, kind, key)
+                 DO UPDATE SET shard_id = excluded.shard_id, lost_at = excluded.lost_at",
+            )
+            .await
+            .map_err(backend)?;
+        for l in lost {
+            tx.execute(
+                &stmt,
+                &[&l.project_id, &l.kind, &l.key, &l.shard_id, &l.lost_at],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn lost_replicas(&self) -> Result<Vec<LostReplica>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT project_id, kind, key, shard_id, lost_at FROM lost_replicas
+                 ORDER BY project_id, kind, key",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| LostReplica {
+                project_id: r.get(0),
+                kind: r.get(1),
+                key: r.get(2),
+                shard_id: r.get(3),
+                lost_at: r.get(4),
+            })
+            .collect())
+    }
+
+    async fn clear_lost(&self) -> Result<u64> {
+        let client = self.client().await?;
+        client
+            .execute("DELETE FROM lost_replicas", &[])
+            .await
+            .map_err(backend)
     }
 }
 
@@ -1428,6 +1783,110 @@ mod tests {
         }
         assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
         assert_eq!(store.placements(p).await.unwrap()[0].shard_ids, results[0]);
+        store
+            .client()
+            .await
+            .unwrap()
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+    }
+
+    /// Replicas added and removed at once: every add lands with a rank of its own, and
+    /// removals never take the last replica, of an integration or a sync.
+    #[tokio::test]
+    async fn concurrent_replica_changes_keep_one() {
+        let schema = format!("t_members_{}", uuid::Uuid::new_v4().simple());
+        let store = PgStore::connect(&url(), &schema, 8).await.unwrap();
+        let p = "00000000-0000-4000-8000-0000000000ce";
+        store.ensure_project(p).await.unwrap();
+        store.place(p, "grow", &["g".into()]).await.unwrap();
+        let all: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+        store.place(p, "shrink", &all).await.unwrap();
+        let sync = |id: &str, shard_ids: Vec<String>| SyncRow {
+            id: id.into(),
+            project_id: p.into(),
+            source: "gdrive".into(),
+            owner: "o".into(),
+            shard_ids,
+            generation: 0,
+            records: 0,
+            segments: 0,
+            created_at_ms: 0,
+            last_ingest_at_ms: None,
+            fields: Vec::new(),
+        };
+        store
+            .create_sync(&sync("sync-grow", vec!["g".into()]))
+            .await
+            .unwrap();
+        store
+            .create_sync(&sync("sync-shrink", all.clone()))
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let (add, remove) = (format!("t{i}"), format!("s{i}"));
+                    let mut done = Vec::new();
+                    for kind in [crate::STALE_INTEGRATION, crate::STALE_SYNC] {
+                        let key = |k: &str| {
+                            if kind == crate::STALE_SYNC {
+                                format!("sync-{k}")
+                            } else {
+                                k.to_string()
+                            }
+                        };
+                        let (grow, shrink) = (key("grow"), key("shrink"));
+                        let added = store.add_replica(p, kind, &grow, &add);
+                        let removed = store.remove_replica(p, kind, &shrink, &remove);
+                        let (added, removed) = tokio::join!(added, removed);
+                        done.push((added.unwrap(), removed.unwrap()));
+                    }
+                    done
+                })
+            })
+            .collect();
+        let mut removed = [0, 0];
+        for t in tasks {
+            for (k, (added, gone)) in t.await.unwrap().into_iter().enumerate() {
+                assert!(added);
+                removed[k] += usize::from(gone);
+            }
+        }
+        assert_eq!(removed, [7, 7]);
+        let placements = store.placements(p).await.unwrap();
+        let grow = &placements
+            .iter()
+            .find(|x| x.integration == "grow")
+            .unwrap()
+            .shard_ids;
+        let shrink = &placements
+            .iter()
+            .find(|x| x.integration == "shrink")
+            .unwrap()
+            .shard_ids;
+        assert_eq!((grow.len(), grow[0].as_str(), shrink.len()), (9, "g", 1));
+        let ranks: i64 = store
+            .client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT count(DISTINCT replica) FROM placements WHERE project_id = $1 AND integration = 'grow'",
+                &[&p],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(ranks, 9);
+        let grown = store.get_sync(p, "sync-grow").await.unwrap().unwrap();
+        assert_eq!(
+            (grown.shard_ids.len(), grown.shard_ids[0].as_str()),
+            (9, "g")
+        );
+        let shrunk = store.get_sync(p, "sync-shrink").await.unwrap().unwrap();
+        assert_eq!(shrunk.shard_ids.len(), 1);
         store
             .client()
             .await

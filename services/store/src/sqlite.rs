@@ -7,11 +7,12 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
-    CatalogEntry, ConnectionInput, ConnectionRow, MIGRATIONS, MetadataStore, Placement,
-    RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaSet, Result, StaleReplica,
-    StoreError, SyncRow, attach_principals, connection_inputs, connection_integrations,
-    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, sort_connections,
-    sort_syncs, split_list, sync_taken, to_u64, unique, unknown_sync,
+    CatalogEntry, ConnectionInput, ConnectionRow, LostReplica, MIGRATIONS, MetadataStore,
+    Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaMove, ReplicaSet,
+    Result, ShardDrain, StaleReplica, StoreError, SyncRow, attach_principals, connection_inputs,
+    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
+    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    unknown_sync,
 };
 
 #[derive(Clone)]
@@ -134,6 +135,94 @@ fn bump_sync(c: &Connection, sync_id: &str) -> rusqlite::Result<i64> {
          WHERE id = ?1 RETURNING generation",
     )?
     .query_row(params![sync_id, now_ms()], |r| r.get(0))
+}
+
+/// Integration replica sets from rows (project, integration, shard) ordered by project,
+/// integration and replica.
+fn integration_sets(rows: Vec<(String, String, String)>) -> Vec<ReplicaSet> {
+    let mut out: Vec<ReplicaSet> = Vec::new();
+    for (project_id, integration, id) in rows {
+        match out.last_mut() {
+            Some(last) if last.project_id == project_id && last.key == integration => {
+                last.shard_ids.push(id)
+            }
+            _ => out.push(ReplicaSet {
+                project_id,
+                kind: crate::STALE_INTEGRATION.into(),
+                key: integration,
+                shard_ids: vec![id],
+            }),
+        }
+    }
+    out
+}
+
+/// The placements selected by `sql` (columns: project, integration, shard; ordered by project,
+/// integration and replica) as replica sets.
+fn select_integration_sets(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<ReplicaSet>> {
+    let rows = c
+        .prepare_cached(sql)?
+        .query_map(params, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(integration_sets(rows))
+}
+
+/// The syncs selected by `sql` (columns: project, id, shard ids) as replica sets.
+fn select_sync_sets(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<ReplicaSet>> {
+    c.prepare_cached(sql)?
+        .query_map(params, |r| {
+            Ok(ReplicaSet {
+                project_id: r.get(0)?,
+                kind: crate::STALE_SYNC.into(),
+                key: r.get(1)?,
+                shard_ids: split_list(&r.get::<_, String>(2)?),
+            })
+        })?
+        .collect()
+}
+
+/// Orders replica sets by project, kind and key.
+fn sort_replica_sets(sets: &mut [ReplicaSet]) {
+    sets.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
+}
+
+/// Edits the shard list of a sync in one transaction: `edit` changes the list and returns
+/// whether it did, and only then is the list written back. An unknown sync, or one of another
+/// project, is left alone; returns whether the list changed.
+fn edit_sync_shards(
+    c: &mut Connection,
+    project_id: &str,
+    sync_id: &str,
+    edit: impl FnOnce(&mut Vec<String>) -> bool,
+) -> rusqlite::Result<bool> {
+    let tx = c.transaction()?;
+    let list: Option<String> = tx
+        .query_row(
+            "SELECT shard_ids FROM syncs WHERE project_id = ?1 AND id = ?2",
+            params![project_id, sync_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(mut ids) = list.map(|l| split_list(&l)) else {
+        return Ok(false);
+    };
+    if !edit(&mut ids) {
+        return Ok(false);
+    }
+    tx.execute(
+        "UPDATE syncs SET shard_ids = ?3 WHERE project_id = ?1 AND id = ?2",
+        params![project_id, sync_id, join_list(&ids)],
+    )?;
+    tx.commit()?;
+    Ok(true)
 }
 
 fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRow> {
@@ -1049,56 +1138,22 @@ impl MetadataStore for SqliteStore {
     async fn replicas_on(&self, shard_id: &str) -> Result<Vec<ReplicaSet>> {
         let shard = shard_id.to_string();
         self.with(move |c| {
-            let mut out = Vec::new();
-            let mut stmt = c.prepare_cached(
+            let mut out = select_integration_sets(
+                c,
                 "SELECT project_id, integration, shard_id FROM placements
                  WHERE (project_id, integration) IN
                        (SELECT project_id, integration FROM placements WHERE shard_id = ?1)
                  ORDER BY project_id, integration, replica",
+                params![shard],
             )?;
-            let rows = stmt
-                .query_map(params![shard], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            for (project_id, integration, id) in rows {
-                match out.last_mut() {
-                    Some(ReplicaSet {
-                        project_id: p,
-                        key,
-                        shard_ids,
-                        ..
-                    }) if *p == project_id && *key == integration => shard_ids.push(id),
-                    _ => out.push(ReplicaSet {
-                        project_id,
-                        kind: crate::STALE_INTEGRATION.into(),
-                        key: integration,
-                        shard_ids: vec![id],
-                    }),
-                }
-            }
-            let mut stmt = c.prepare_cached(
+            let syncs = select_sync_sets(
+                c,
                 "SELECT project_id, id, shard_ids FROM syncs
                  WHERE ',' || shard_ids || ',' LIKE '%,' || ?1 || ',%' ORDER BY project_id, id",
+                params![shard],
             )?;
-            let syncs = stmt
-                .query_map(params![shard], |r| {
-                    Ok(ReplicaSet {
-                        project_id: r.get(0)?,
-                        kind: crate::STALE_SYNC.into(),
-                        key: r.get(1)?,
-                        shard_ids: crate::split_list(&r.get::<_, String>(2)?),
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
             out.extend(syncs.into_iter().filter(|s| s.shard_ids.contains(&shard)));
-            out.sort_by(|a, b| {
-                (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key))
-            });
+            sort_replica_sets(&mut out);
             Ok(out)
         })
         .await
@@ -1130,30 +1185,304 @@ impl MetadataStore for SqliteStore {
                 )?;
                 return Ok(n > 0);
             }
-            let tx = c.transaction()?;
-            let list: Option<String> = tx
-                .query_row(
-                    "SELECT shard_ids FROM syncs WHERE project_id = ?1 AND id = ?2",
-                    params![p, key],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(mut ids) = list.map(|l| crate::split_list(&l)) else {
-                return Ok(false);
-            };
-            if ids.contains(&to) {
+            edit_sync_shards(c, &p, &key, |ids| {
+                if ids.contains(&to) {
+                    return false;
+                }
+                let Some(slot) = ids.iter_mut().find(|id| **id == from) else {
+                    return false;
+                };
+                *slot = to;
+                true
+            })
+        })
+        .await
+    }
+
+    async fn add_replica(&self, project_id: &str, kind: &str, key: &str, to: &str) -> Result<bool> {
+        let (p, kind, key, to) = (
+            project_id.to_string(),
+            kind.to_string(),
+            key.to_string(),
+            to.to_string(),
+        );
+        self.with(move |c| {
+            if kind == crate::STALE_INTEGRATION {
+                let n = c.execute(
+                    "INSERT INTO placements (project_id, integration, shard_id, replica)
+                     SELECT ?1, ?2, ?3, MAX(replica) + 1 FROM placements
+                     WHERE project_id = ?1 AND integration = ?2
+                     HAVING COUNT(*) > 0
+                        AND NOT EXISTS (SELECT 1 FROM placements
+                                        WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?3)",
+                    params![p, key, to],
+                )?;
+                return Ok(n > 0);
+            }
+            if kind != crate::STALE_SYNC {
                 return Ok(false);
             }
-            let Some(slot) = ids.iter_mut().find(|id| **id == from) else {
+            edit_sync_shards(c, &p, &key, |ids| {
+                if ids.contains(&to) {
+                    return false;
+                }
+                ids.push(to);
+                true
+            })
+        })
+        .await
+    }
+
+    async fn remove_replica(
+        &self,
+        project_id: &str,
+        kind: &str,
+        key: &str,
+        from: &str,
+    ) -> Result<bool> {
+        let (p, kind, key, from) = (
+            project_id.to_string(),
+            kind.to_string(),
+            key.to_string(),
+            from.to_string(),
+        );
+        self.with(move |c| {
+            if kind == crate::STALE_INTEGRATION {
+                let n = c.execute(
+                    "DELETE FROM placements
+                     WHERE project_id = ?1 AND integration = ?2 AND shard_id = ?3
+                       AND EXISTS (SELECT 1 FROM placements
+                                   WHERE project_id = ?1 AND integration = ?2 AND shard_id <> ?3)",
+                    params![p, key, from],
+                )?;
+                return Ok(n > 0);
+            }
+            if kind != crate::STALE_SYNC {
                 return Ok(false);
-            };
-            *slot = to;
-            tx.execute(
-                "UPDATE syncs SET shard_ids = ?3 WHERE project_id = ?1 AND id = ?2",
-                params![p, key, crate::join_list(&ids)],
+            }
+            edit_sync_shards(c, &p, &key, |ids| {
+                if !ids.contains(&from) || ids.len() < 2 {
+                    return false;
+                }
+                ids.retain(|id| *id != from);
+                true
+            })
+        })
+        .await
+    }
+
+    async fn all_replicas(&self) -> Result<Vec<ReplicaSet>> {
+        self.with(move |c| {
+            let mut out = select_integration_sets(
+                c,
+                "SELECT project_id, integration, shard_id FROM placements
+                 ORDER BY project_id, integration, replica",
+                [],
             )?;
-            tx.commit()?;
-            Ok(true)
+            out.extend(select_sync_sets(
+                c,
+                "SELECT project_id, id, shard_ids FROM syncs ORDER BY project_id, id",
+                [],
+            )?);
+            sort_replica_sets(&mut out);
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn forget_content(&self, project_id: &str, kind: &str, key: &str) -> Result<()> {
+        let (p, kind, key) = (project_id.to_string(), kind.to_string(), key.to_string());
+        self.with(move |c| {
+            if kind == crate::STALE_INTEGRATION {
+                c.execute(
+                    "DELETE FROM tools WHERE project_id = ?1 AND integration = ?2",
+                    params![p, key],
+                )?;
+                return Ok(());
+            }
+            if kind != crate::STALE_SYNC {
+                return Ok(());
+            }
+            let tx = c.transaction()?;
+            if sync_generation(&tx, &p, &key)?.is_none() {
+                return Ok(());
+            }
+            tx.execute(
+                "DELETE FROM record_principals WHERE sync_id = ?1",
+                params![key],
+            )?;
+            tx.execute("DELETE FROM sync_records WHERE sync_id = ?1", params![key])?;
+            tx.execute(
+                "UPDATE syncs SET records = 0, segments = 0 WHERE project_id = ?1 AND id = ?2",
+                params![p, key],
+            )?;
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn put_move(&self, movement: &ReplicaMove) -> Result<bool> {
+        let m = movement.clone();
+        self.with(move |c| {
+            let n = c.execute(
+                "INSERT INTO replica_moves
+                   (project_id, kind, key, from_shard, to_shard, reason, created_at, added_at, removed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (project_id, kind, key) DO NOTHING",
+                params![
+                    m.project_id,
+                    m.kind,
+                    m.key,
+                    m.from_shard,
+                    m.to_shard,
+                    m.reason,
+                    m.created_at,
+                    m.added_at,
+                    m.removed_at
+                ],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn replica_moves(&self) -> Result<Vec<ReplicaMove>> {
+        self.with(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT project_id, kind, key, from_shard, to_shard, reason, created_at, added_at,
+                   removed_at
+                 FROM replica_moves ORDER BY project_id, kind, key",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(ReplicaMove {
+                    project_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    key: r.get(2)?,
+                    from_shard: r.get(3)?,
+                    to_shard: r.get(4)?,
+                    reason: r.get(5)?,
+                    created_at: r.get(6)?,
+                    added_at: r.get(7)?,
+                    removed_at: r.get(8)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn update_move(&self, movement: &ReplicaMove) -> Result<bool> {
+        let m = movement.clone();
+        self.with(move |c| {
+            let n = c.execute(
+                "UPDATE replica_moves SET added_at = ?4, removed_at = ?5
+                 WHERE project_id = ?1 AND kind = ?2 AND key = ?3",
+                params![m.project_id, m.kind, m.key, m.added_at, m.removed_at],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn delete_move(&self, project_id: &str, kind: &str, key: &str) -> Result<()> {
+        let (p, kind, key) = (project_id.to_string(), kind.to_string(), key.to_string());
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM replica_moves WHERE project_id = ?1 AND kind = ?2 AND key = ?3",
+                params![p, kind, key],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn put_drain(&self, drain: &ShardDrain) -> Result<()> {
+        let d = drain.clone();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO shard_drains (shard_id, lost, requested_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (shard_id)
+                 DO UPDATE SET lost = excluded.lost, requested_at = excluded.requested_at",
+                params![d.shard_id, i64::from(d.lost), d.requested_at],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn drains(&self) -> Result<Vec<ShardDrain>> {
+        self.with(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT shard_id, lost, requested_at FROM shard_drains ORDER BY shard_id",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(ShardDrain {
+                    shard_id: r.get(0)?,
+                    lost: r.get::<_, i64>(1)? != 0,
+                    requested_at: r.get(2)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn delete_drain(&self, shard_id: &str) -> Result<bool> {
+        let shard = shard_id.to_string();
+        self.with(move |c| {
+            let n = c.execute(
+                "DELETE FROM shard_drains WHERE shard_id = ?1",
+                params![shard],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn record_lost(&self, lost: &[LostReplica]) -> Result<()> {
+        let lost = lost.to_vec();
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO lost_replicas (project_id, kind, key, shard_id, lost_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (project_id, kind, key)
+                     DO UPDATE SET shard_id = excluded.shard_id, lost_at = excluded.lost_at",
+                )?;
+                for l in &lost {
+                    stmt.execute(params![l.project_id, l.kind, l.key, l.shard_id, l.lost_at])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn lost_replicas(&self) -> Result<Vec<LostReplica>> {
+        self.with(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT project_id, kind, key, shard_id, lost_at FROM lost_replicas
+                 ORDER BY project_id, kind, key",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(LostReplica {
+                    project_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    key: r.get(2)?,
+                    shard_id: r.get(3)?,
+                    lost_at: r.get(4)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn clear_lost(&self) -> Result<u64> {
+        self.with(move |c| {
+            let n = c.execute("DELETE FROM lost_replicas", [])?;
+            Ok(n as u64)
         })
         .await
     }
