@@ -269,3 +269,73 @@ pub fn render_placements(view: &Value, keys: bool) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> Value {
+        serde_json::json!({
+            "shards": [
+                {"shardId": "s-1", "address": "10.0.0.1:7001", "state": "serving", "reachable": true,
+                 "replicas": 3, "stale": 0, "movingIn": 0, "movingOut": 1},
+                {"shardId": "s-2", "address": "10.0.0.2:7001", "state": "draining", "lost": true,
+                 "reachable": false, "replicas": 1, "stale": 1, "movingIn": 0, "movingOut": 1}
+            ],
+            "keys": [
+                {"projectId": "p", "kind": "integration", "key": "gmail",
+                 "replicas": [{"shardId": "s-1", "state": "healthy"}, {"shardId": "s-2", "state": "unreachable"}]},
+                {"projectId": "p", "kind": "sync", "key": "sync-9",
+                 "replicas": [{"shardId": "s-1", "state": "healthy"}]}
+            ],
+            "moves": [
+                {"projectId": "p", "kind": "integration", "key": "gmail", "from": "s-2", "to": "s-3",
+                 "reason": "drain", "step": "joining"}
+            ],
+            "lost": [
+                {"projectId": "p", "kind": "sync", "key": "sync-7", "shardId": "s-2"}
+            ]
+        })
+    }
+
+    #[test]
+    fn placements_render_shards_health_moves_and_lost_keys() {
+        let text = render_placements(&view(), false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("SHARD"), "{text}");
+        assert!(
+            lines[1].starts_with("s-1") && lines[1].contains("serving") && lines[1].contains("yes"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("draining (lost)") && lines[2].contains(" no "),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 integrations and syncs, 1 with a replica that is not healthy"),
+            "{text}"
+        );
+        assert!(!text.contains("gmail: s-1=healthy"), "{text}");
+        assert!(
+            text.contains("1 moves in progress\np integration gmail: s-2 -> s-3 (drain, joining)")
+        );
+        assert!(text.contains("1 keys lost their only replica"), "{text}");
+        assert!(text.contains("p sync sync-7 (was on s-2)"), "{text}");
+    }
+
+    #[test]
+    fn placements_with_keys_list_every_replica_state() {
+        let text = render_placements(&view(), true);
+        assert!(
+            text.contains("p integration gmail: s-1=healthy s-2=unreachable\n"),
+            "{text}"
+        );
+        assert!(text.contains("p sync sync-9: s-1=healthy\n"), "{text}");
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(encode("shard-1.a_b~"), "shard-1.a_b~");
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+    }
+}

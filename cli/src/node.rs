@@ -142,9 +142,24 @@ async fn build_embedded(
     Ok(Arc::new(
         Router::new(store, shards, cached, settings(config))
             .with_hydration(Arc::new(hydration.build()))
+            .with_rerank(load_rerank(config)?)
             .with_drain(Duration::from_secs(config.server.drain_secs))
             .with_limits(config.limits.clone()),
     ))
+}
+
+/// The reranker `[rerank]` configures, loaded (a local model read, an HTTP client built).
+fn load_rerank(config: &Config) -> anyhow::Result<Option<agentsearch_router::rerank::Rerank>> {
+    let rerank = agentsearch_router::rerank::Rerank::from_config(&config.rerank)
+        .map_err(anyhow::Error::msg)?;
+    if let Some(r) = &rerank {
+        tracing::info!(
+            provider = r.provider.name(),
+            top_n = r.top_n,
+            "reranking on"
+        );
+    }
+    Ok(rerank)
 }
 
 /// `agentsearch serve`.
@@ -353,6 +368,7 @@ pub async fn serve_router(
     let router = Arc::new(
         Router::new(store, shards, cached, settings(&config))
             .with_hydration(Arc::new(hydration))
+            .with_rerank(load_rerank(&config)?)
             .with_drain(Duration::from_secs(config.server.drain_secs))
             .with_limits(config.limits.clone()),
     );

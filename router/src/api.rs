@@ -555,6 +555,8 @@ pub struct ToolResult {
     /// document asks for `highlight` and something matched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub highlights: Option<Vec<String>>,
+    /// The reranker's score; null when the tool was not reranked.
+    pub rerank_score: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -623,6 +625,9 @@ pub struct Usage {
     /// `query` and `filter`; only when it asks for `countExactly`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<u64>,
+    /// `applied`, `failed_open`, `skipped_deadline`, `disabled_by_request` or
+    /// `disabled_by_deployment` (see [`crate::rerank`]).
+    pub rerank_outcome: &'static str,
 }
 
 pub const MAX_NEAR_MISSES: usize = 5;

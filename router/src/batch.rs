@@ -169,6 +169,8 @@ pub struct BatchRequest {
     pub categories: Vec<String>,
     pub max_side_effect: Option<SideEffect>,
     pub connected_only: bool,
+    /// False when the caller opted out of reranking.
+    pub rerank: bool,
     pub diagnostics: bool,
     pub mode: RetrievalMode,
     pub custom: Vec<CustomTool>,
@@ -345,6 +347,7 @@ impl RawBatch {
             categories,
             max_side_effect,
             connected_only: self.connected_only.unwrap_or(false),
+            rerank: self.rerank.unwrap_or(true),
             diagnostics: self.diagnostics,
             mode,
             custom,
@@ -711,6 +714,7 @@ impl Router {
                 inline: &inline,
                 vector: None,
                 structured: None,
+                rerank: req.rerank,
             };
             let mut query_trace = TraceRecorder::new(Instant::now(), req.diagnostics);
             async move {

@@ -881,10 +881,15 @@ impl Router {
         let best = fused.first().map_or(1.0, |f| f.score);
         let relevancy = |score: f64| scale(score, best, floor);
         let records_total = ranked.len() as u64;
-        let results: Vec<ContextResult> = ranked
+        // The page, or the records the reranker sees if they are more.
+        let rerank_n = match (&self.rerank, req.rerank) {
+            (Some(rerank), None | Some(true)) => rerank.top_n,
+            _ => 0,
+        };
+        let kept = (offset as usize + req.top_k as usize).max(rerank_n);
+        let mut results: Vec<ContextResult> = ranked
             .into_iter()
-            .skip(offset as usize)
-            .take(req.top_k as usize)
+            .take(kept)
             .map(|(record_score, key)| {
                 let info = &records[&key];
                 let segments = &grouped[&key];
@@ -915,6 +920,22 @@ impl Router {
             })
             .collect();
         trace.step("group");
+        let rerank_outcome = self
+            .rerank_records(
+                &req.query,
+                req.rerank != Some(false),
+                &mut results,
+                deadline,
+            )
+            .await;
+        if rerank_n > 0 {
+            trace.step("rerank");
+        }
+        let results: Vec<ContextResult> = results
+            .into_iter()
+            .skip(offset as usize)
+            .take(req.top_k as usize)
+            .collect();
 
         let returned = results.len() as u32;
         let usage = ContextUsage {
@@ -922,11 +943,7 @@ impl Router {
             segments_returned: results.iter().map(|r| r.segments.len() as u32).sum(),
             generation,
             retrieval_mode,
-            rerank_outcome: if req.rerank == Some(false) {
-                "disabled_by_request"
-            } else {
-                "disabled_by_deployment"
-            },
+            rerank_outcome: rerank_outcome.as_str(),
             dropped: Drops {
                 segments_beyond_pool_cap,
                 segments_unjoinable: unjoinable,
@@ -935,7 +952,7 @@ impl Router {
                     .saturating_sub(u64::from(offset))
                     .saturating_sub(u64::from(returned)),
             },
-            degraded: None,
+            degraded: rerank_outcome.degraded(),
             underfilled: returned < req.top_k,
             permission_filtered: true,
             identities,
@@ -950,6 +967,62 @@ impl Router {
             usage,
             trace: req.diagnostics.then(|| trace.finish()),
         })
+    }
+
+    /// Reranks the passages of the first `rerank.top_n` records (one call for all of them): each
+    /// record's passages are ordered by their score, and the records by their best passage's
+    /// (see [`crate::rerank`]).
+    async fn rerank_records(
+        &self,
+        query: &str,
+        requested: bool,
+        results: &mut Vec<ContextResult>,
+        deadline: Instant,
+    ) -> crate::rerank::Outcome {
+        let top_n = self
+            .rerank
+            .as_ref()
+            .map_or(0, |r| r.top_n)
+            .min(results.len());
+        let texts: Vec<String> = results[..top_n]
+            .iter()
+            .flat_map(|r| {
+                r.segments.iter().map(|s| match &r.display_name {
+                    Some(title) if !title.is_empty() => format!("{title}\n{}", s.text),
+                    _ => s.text.clone(),
+                })
+            })
+            .collect();
+        // A query document without free text ranks by its filter alone: nothing to rerank by.
+        let requested = requested && !query.trim().is_empty();
+        let (outcome, scores) = crate::rerank::score(
+            self.rerank.as_ref(),
+            requested,
+            query,
+            &texts,
+            deadline,
+            "context",
+        )
+        .await;
+        let Some(scores) = scores else {
+            return outcome;
+        };
+        let mut head: Vec<ContextResult> = results.drain(..top_n).collect();
+        let mut next = scores.iter();
+        let mut best: Vec<f32> = Vec::with_capacity(head.len());
+        for record in &mut head {
+            let mine: Vec<f32> = next.by_ref().take(record.segments.len()).copied().collect();
+            for (segment, score) in record.segments.iter_mut().zip(&mine) {
+                segment.rerank_score = Some(f64::from(*score));
+            }
+            crate::rerank::reorder(&mut record.segments, &mine, |s| &mut s.relevancy);
+            let top = mine.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            record.rerank_score = top.is_finite().then_some(f64::from(top));
+            best.push(top);
+        }
+        crate::rerank::reorder(&mut head, &best, |r| &mut r.relevancy);
+        results.splice(0..0, head);
+        outcome
     }
 
     /// Sums the BM25 statistics of every part's syncs; a shard that does not answer is left out.

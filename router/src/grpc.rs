@@ -575,6 +575,7 @@ fn tool_to_proto(t: ToolResult) -> pb::ToolResult {
         explain: t.explain.map(explain_to_proto),
         catalog_version: t.catalog_version,
         highlights: t.highlights.unwrap_or_default(),
+        rerank_score: t.rerank_score,
     }
 }
 
@@ -614,6 +615,7 @@ fn usage_to_proto(u: Usage) -> pb::Usage {
         degradations: u.degradations.into_iter().map(str::to_string).collect(),
         ranking_model: u.ranking_model,
         matched: u.matched,
+        rerank_outcome: u.rerank_outcome.to_string(),
     }
 }
 

@@ -28,6 +28,7 @@ pub mod placement;
 mod quorum;
 pub mod repair;
 mod replicas;
+pub mod rerank;
 pub mod rest;
 mod rest_admin;
 pub mod rest_body;
@@ -105,6 +106,8 @@ pub struct Router {
     /// Each project's ranking model, as last read from the store.
     models: Mutex<HashMap<String, feedback::CachedModel>>,
     refits: feedback::Refits,
+    /// The reranker of `[rerank]`; `None`: nothing reranks.
+    rerank: Option<rerank::Rerank>,
 }
 
 impl Router {
@@ -123,6 +126,7 @@ impl Router {
             embedder,
             settings,
             hydration: None,
+            rerank: None,
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
             stale_version: std::sync::atomic::AtomicU64::new(0),
@@ -140,6 +144,12 @@ impl Router {
     /// Hydrates the schemas of the integrations `service` knows, per user.
     pub fn with_hydration(mut self, service: Arc<HydrationService>) -> Self {
         self.hydration = Some(service);
+        self
+    }
+
+    /// Reranks the best fused candidates with `rerank` (see [`rerank`]).
+    pub fn with_rerank(mut self, rerank: Option<rerank::Rerank>) -> Self {
+        self.rerank = rerank;
         self
     }
 

@@ -120,6 +120,7 @@ impl Router {
             explain: None,
             catalog_version: generation,
             unfiltered_rank: 1,
+            rerank_score: None,
         };
         let user = ctx.user.as_deref();
         let mut shaped = self.shape(project_id, user, &[&candidate]).await;

@@ -108,7 +108,8 @@ fn set_key(s: &ReplicaSet) -> (String, String, String) {
     (s.project_id.clone(), s.kind.clone(), s.key.clone())
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch, as the metadata store records times.
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -247,6 +248,14 @@ pub struct DrainView {
     pub replicas_left: usize,
 }
 
+/// What a membership pass leaves for the repair pass that follows it.
+pub(crate) struct Membership {
+    /// Replica moves not finished.
+    pub moves: Vec<ReplicaMove>,
+    /// Shards being drained.
+    pub draining: BTreeSet<String>,
+}
+
 impl Router {
     /// How long after a placement change every router has seen it: twice the metadata cache,
     /// and a second of margin.
@@ -254,11 +263,17 @@ impl Router {
         self.settings.metadata_cache * 2 + Duration::from_secs(1)
     }
 
-    async fn cluster(&self) -> Result<(Cluster, Vec<ReplicaMove>, Vec<ShardDrain>)> {
-        let drains = self.store.drains().await?;
+    /// Drains and moves, as the store has them now.
+    async fn drains_and_moves(&self) -> Result<(Vec<ShardDrain>, Vec<ReplicaMove>)> {
+        Ok((
+            self.store.drains().await?,
+            self.store.replica_moves().await?,
+        ))
+    }
+
+    /// The whole cluster's replicas, marks and load, beside the given drains and moves.
+    async fn cluster(&self, drains: &[ShardDrain], moves: &[ReplicaMove]) -> Result<Cluster> {
         let draining: BTreeSet<String> = drains.iter().map(|d| d.shard_id.clone()).collect();
-        self.shards.set_draining(draining.clone());
-        let moves = self.store.replica_moves().await?;
         let sets = self.store.all_replicas().await?;
         let marks = self.store.stale_replicas(None).await?;
         let mut load: BTreeMap<String, usize> = BTreeMap::new();
@@ -281,14 +296,22 @@ impl Router {
             moving: moves.iter().map(move_key).collect(),
             load,
         };
-        Ok((cluster, moves, drains))
+        Ok(cluster)
     }
 
     /// One pass over drains and moves (part of [`Router::repair_stale`]): plans the moves of
     /// drained shards, a rebalance when `shards.auto_rebalance` is on and nothing moves, and
-    /// advances every move one step where it can.
-    pub(crate) async fn membership_pass(&self) -> Result<()> {
-        let (mut cluster, mut moves, drains) = self.cluster().await?;
+    /// advances every move one step where it can. The whole cluster is read only when something
+    /// drains or moves, or rebalancing is automatic. Returns what still moves and what drains.
+    pub(crate) async fn membership_pass(&self) -> Result<Membership> {
+        let (drains, mut moves) = self.drains_and_moves().await?;
+        let draining: BTreeSet<String> = drains.iter().map(|d| d.shard_id.clone()).collect();
+        // Drains requested through another router reach this one's placements here.
+        self.shards.set_draining(draining.clone());
+        if drains.is_empty() && moves.is_empty() && !self.settings.auto_rebalance {
+            return Ok(Membership { moves, draining });
+        }
+        let mut cluster = self.cluster(&drains, &moves).await?;
         for drain in &drains {
             if let Err(err) = self.plan_drain(drain, &mut cluster).await {
                 tracing::warn!(shard_id = %drain.shard_id, error = %err, "planning a drain failed");
@@ -303,6 +326,9 @@ impl Router {
         if !drains.is_empty() || self.settings.auto_rebalance {
             moves = self.store.replica_moves().await?;
         }
+        if moves.is_empty() {
+            return Ok(Membership { moves, draining });
+        }
         for m in moves {
             if let Err(err) = self.advance(m.clone(), &cluster).await {
                 tracing::warn!(
@@ -311,7 +337,10 @@ impl Router {
                 );
             }
         }
-        Ok(())
+        Ok(Membership {
+            moves: self.store.replica_moves().await?,
+            draining,
+        })
     }
 
     /// Records the moves of the keys of a drained shard that have none yet.
@@ -471,7 +500,8 @@ impl Router {
     /// Plans a rebalance and, unless `dry_run`, records its moves (the repair passes carry them
     /// out). Returns the moves.
     pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<MoveView>> {
-        let (cluster, _, _) = self.cluster().await?;
+        let (drains, moves) = self.drains_and_moves().await?;
+        let cluster = self.cluster(&drains, &moves).await?;
         let planned = self.plan_rebalance_moves(&cluster);
         let mut out = Vec::with_capacity(planned.len());
         for m in planned {
@@ -682,7 +712,8 @@ impl Router {
                 "shard `{shard_id}` is neither configured nor holds replicas"
             )));
         }
-        let (cluster, _, drains) = self.cluster().await?;
+        let (drains, moves) = self.drains_and_moves().await?;
+        let cluster = self.cluster(&drains, &moves).await?;
         let others = cluster
             .reachable
             .iter()
@@ -727,7 +758,8 @@ impl Router {
 
     /// Where every integration and sync is, with replica health, shards, moves and lost keys.
     pub async fn placements_view(&self) -> Result<PlacementsView> {
-        let (cluster, moves, drains) = self.cluster().await?;
+        let (drains, moves) = self.drains_and_moves().await?;
+        let cluster = self.cluster(&drains, &moves).await?;
         let lost = self.store.lost_replicas().await?;
         let joining: BTreeSet<(String, String, String, String)> = moves
             .iter()

@@ -32,6 +32,7 @@ use agentsearch_common::{Error, Result};
 use agentsearch_store::{STALE_INTEGRATION, STALE_SYNC, StaleReplica};
 
 use crate::Router;
+use crate::membership::{Membership, now_ms};
 use crate::placement::rendezvous;
 use crate::shards::ShardClient;
 
@@ -87,13 +88,25 @@ impl Router {
     /// of drains and rebalances ([`crate::membership`]).
     pub async fn repair_stale(&self) -> Result<RepairReport> {
         self.move_lost_replicas().await;
-        if let Err(err) = self.membership_pass().await {
-            tracing::warn!(error = %err, "advancing replica moves failed");
-        }
-        let moves = self.store.replica_moves().await?;
+        let membership = match self.membership_pass().await {
+            Ok(membership) => membership,
+            Err(err) => {
+                tracing::warn!(error = %err, "advancing replica moves failed");
+                Membership {
+                    moves: self.store.replica_moves().await?,
+                    draining: self
+                        .store
+                        .drains()
+                        .await?
+                        .into_iter()
+                        .map(|d| d.shard_id)
+                        .collect(),
+                }
+            }
+        };
         let marks = self.store.stale_replicas(None).await?;
         let mut report = RepairReport {
-            moving: moves.len(),
+            moving: membership.moves.len(),
             ..RepairReport::default()
         };
         if marks.is_empty() {
@@ -112,13 +125,7 @@ impl Router {
             })
             .collect();
         let reachable = self.shards.reachable_ids();
-        let draining: BTreeSet<String> = self
-            .store
-            .drains()
-            .await?
-            .into_iter()
-            .map(|d| d.shard_id)
-            .collect();
+        let (moves, draining) = (membership.moves, membership.draining);
         for mark in &marks {
             let healthy = |shard: &str| {
                 shard != mark.shard_id
@@ -563,12 +570,6 @@ impl Router {
         self.store.clear_stale(mark).await?;
         Ok(Outcome::Obsolete)
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Records in calls of at most [`SEGMENTS_PER_COPY`] segments (a record larger than that alone).

@@ -132,6 +132,8 @@ pub(crate) struct RankQuery<'a> {
     /// The structured part of a query JSON document, for the shards: both retrievers rank only
     /// the tools it allows. With an empty `query`, the lexical retriever ranks by it alone.
     pub structured: Option<&'a str>,
+    /// The caller did not opt out of reranking (`rerank: false`).
+    pub rerank: bool,
 }
 
 /// One candidate of a ranking, after every filter.
@@ -144,6 +146,8 @@ pub(crate) struct Candidate {
     pub catalog_version: u64,
     /// 1-based position in the ranking before the side-effect and connection rules.
     pub unfiltered_rank: u32,
+    /// The reranker's score, when the tool was among those reranked.
+    pub rerank_score: Option<f64>,
 }
 
 /// The ranked pool of one query with what its usage needs.
@@ -171,6 +175,7 @@ pub(crate) struct Ranked {
     pub matched: Option<u64>,
     /// With a structured query that asks for them: matched description fragments, by tool name.
     pub highlights: HashMap<String, Vec<String>>,
+    pub rerank_outcome: crate::rerank::Outcome,
 }
 
 /// How a tool is returned to the caller: with the caller's schema, or the stored one.
@@ -227,6 +232,7 @@ impl Router {
             inline: &[],
             vector,
             structured: req.typed.as_ref().map(|t| t.structured.as_str()),
+            rerank: req.rerank,
         };
         let mut ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
         self.search_log.record(
@@ -783,7 +789,16 @@ impl Router {
                 explain,
                 catalog_version: generations.get(&record.integration).copied().unwrap_or(0),
                 unfiltered_rank: unfiltered_rank.get(item.key).copied().unwrap_or(0),
+                rerank_score: None,
             });
+        }
+        let rerank_outcome = self
+            .rerank_candidates(q, &named, &mut candidates, deadline)
+            .await;
+        if rerank_outcome != crate::rerank::Outcome::DisabledByDeployment
+            && rerank_outcome != crate::rerank::Outcome::DisabledByRequest
+        {
+            trace.step("rerank");
         }
         let removed: Vec<NearMiss> = unfiltered
             .iter()
@@ -837,7 +852,49 @@ impl Router {
                     .sum()
             }),
             highlights,
+            rerank_outcome,
         })
+    }
+
+    /// Reranks the first `rerank.top_n` candidates after the tools the query names (those stay
+    /// first): see [`crate::rerank`].
+    async fn rerank_candidates(
+        &self,
+        q: &RankQuery<'_>,
+        named: &[String],
+        candidates: &mut Vec<Candidate>,
+        deadline: Instant,
+    ) -> crate::rerank::Outcome {
+        let pinned = candidates
+            .iter()
+            .take_while(|c| named.iter().any(|n| *n == c.record.name))
+            .count();
+        let top_n = self.rerank.as_ref().map_or(0, |r| r.top_n);
+        let end = (pinned + top_n).min(candidates.len());
+        let texts: Vec<String> = candidates[pinned..end]
+            .iter()
+            .map(|c| rerank_text(&c.record))
+            .collect();
+        // A query document without free text ranks by its filter alone: nothing to rerank by.
+        let requested = q.rerank && !q.query.trim().is_empty();
+        let (outcome, scores) = crate::rerank::score(
+            self.rerank.as_ref(),
+            requested,
+            q.query,
+            &texts,
+            deadline,
+            "tools",
+        )
+        .await;
+        if let Some(scores) = scores {
+            let mut head: Vec<Candidate> = candidates.drain(pinned..end).collect();
+            for (c, score) in head.iter_mut().zip(&scores) {
+                c.rerank_score = Some(f64::from(*score));
+            }
+            crate::rerank::reorder(&mut head, &scores, |c| &mut c.relevancy);
+            candidates.splice(pinned..pinned, head);
+        }
+        outcome
     }
 
     /// Packs the ranked lists of one or more queries under their limits and the budget, shaping
@@ -1344,7 +1401,17 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
         catalog_version: c.catalog_version,
         explain: c.explain.clone(),
         highlights: None,
+        rerank_score: c.rerank_score,
     }
+}
+
+/// What the reranker reads of a tool: its name, words split, and its description.
+fn rerank_text(record: &ToolRecord) -> String {
+    format!(
+        "{}: {}",
+        record.name.replace(['_', '-'], " ").to_lowercase(),
+        record.description
+    )
 }
 
 /// The returned tools of one query and its usage, from its ranking, its packing and the shapes
@@ -1397,6 +1464,7 @@ pub(crate) fn query_result(
             .map(|t| &t.integration),
     );
     let mut degradations: Vec<&'static str> = ranked.degraded.into_iter().collect();
+    degradations.extend(ranked.rerank_outcome.degraded());
     if tools
         .iter()
         .any(|t| shaped.get(&t.intent_name).is_some_and(|s| s.failed))
@@ -1430,6 +1498,7 @@ pub(crate) fn query_result(
         degradations,
         ranking_model: ranked.ranking_model,
         matched: ranked.matched,
+        rerank_outcome: ranked.rerank_outcome.as_str(),
     };
     if usage.partial {
         metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "tools")

@@ -811,30 +811,21 @@ impl ShardSet {
         connect: Connect,
         stop: impl Future<Output = ()>,
     ) {
-        let mut ticker = tokio::time::interval(every.max(Duration::from_millis(100)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(stop);
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                _ = ticker.tick() => {
-                    match discover().await {
-                        Ok(addresses) if !addresses.is_empty() => {
-                            self.set_addresses(&addresses, connect.as_ref());
-                        }
-                        Ok(_) => tracing::warn!("shard discovery found no address; keeping the known ones"),
-                        Err(err) => tracing::warn!(error = %err, "shard discovery failed; keeping the known addresses"),
-                    }
-                    if let Err(err) = self.refresh().await {
-                        tracing::error!(error = %err, "shard membership");
-                    }
-                }
-            }
-        }
+        self.refresh_every(every, Some((discover, connect)), stop)
+            .await;
     }
 
     /// Refreshes every `every` until `stop` resolves (the router's background task).
     pub async fn keep_fresh(self, every: Duration, stop: impl Future<Output = ()>) {
+        self.refresh_every(every, None, stop).await;
+    }
+
+    async fn refresh_every(
+        self,
+        every: Duration,
+        discovery: Option<(Discover, Connect)>,
+        stop: impl Future<Output = ()>,
+    ) {
         let mut ticker = tokio::time::interval(every.max(Duration::from_millis(100)));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(stop);
@@ -842,6 +833,15 @@ impl ShardSet {
             tokio::select! {
                 () = &mut stop => return,
                 _ = ticker.tick() => {
+                    if let Some((discover, connect)) = &discovery {
+                        match discover().await {
+                            Ok(addresses) if !addresses.is_empty() => {
+                                self.set_addresses(&addresses, connect.as_ref());
+                            }
+                            Ok(_) => tracing::warn!("shard discovery found no address; keeping the known ones"),
+                            Err(err) => tracing::warn!(error = %err, "shard discovery failed; keeping the known addresses"),
+                        }
+                    }
                     if let Err(err) = self.refresh().await {
                         tracing::error!(error = %err, "shard membership");
                     }

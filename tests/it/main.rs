@@ -18,6 +18,7 @@ mod metrics;
 mod omissions;
 mod principals;
 mod replication;
+mod rerank;
 mod rest;
 mod rest_guard;
 mod rest_messages;

@@ -479,3 +479,186 @@ async fn admin_routes_need_the_service_token_and_name_bad_fields() {
 async fn body_shard(router: &Router) -> String {
     router.shards().ids()[0].clone()
 }
+
+/// The `address`, `reachable` pairs a router's readiness lists, sorted.
+async fn ready_shards(http_addr: SocketAddr) -> Vec<(String, bool)> {
+    let (_, _, body) = http(http_addr, "GET", "/readyz", &[], "").await;
+    let readiness: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let mut out: Vec<(String, bool)> = readiness["shards"]
+        .as_array()
+        .map(|shards| {
+            shards
+                .iter()
+                .map(|s| {
+                    (
+                        s["address"].as_str().unwrap_or_default().to_string(),
+                        s["reachable"] == true,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Waits until the router's readiness lists exactly `want` (30 s at most).
+async fn wait_shards(http_addr: SocketAddr, want: &[(String, bool)]) {
+    let mut want = want.to_vec();
+    want.sort();
+    let started = std::time::Instant::now();
+    loop {
+        let seen = ready_shards(http_addr).await;
+        if seen == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the router lists {seen:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A router process started with `--config file` and `env`.
+fn router_process(
+    file: &std::path::Path,
+    grpc: SocketAddr,
+    http_addr: SocketAddr,
+    env: &[(&str, String)],
+    log: std::fs::File,
+) -> procs::Process {
+    let mut env = env.to_vec();
+    env.extend([
+        ("AGENTSEARCH_AUTH__TOKEN", SERVICE_TOKEN.to_string()),
+        (
+            "AGENTSEARCH_POSTGRES__SCHEMA",
+            format!("t_{}", uuid::Uuid::new_v4().simple()),
+        ),
+        ("AGENTSEARCH_POSTGRES__URL", postgres_url()),
+        (
+            "AGENTSEARCH_EMBED__MODEL_DIR",
+            model_dir().display().to_string(),
+        ),
+        ("AGENTSEARCH_SHARDS__REFRESH_SECS", "1".into()),
+    ]);
+    let args = vec![
+        "--config".to_string(),
+        file.display().to_string(),
+        "router".into(),
+        "--grpc".into(),
+        grpc.to_string(),
+        "--http".into(),
+        http_addr.to_string(),
+    ];
+    procs::spawn(&args, &env, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_reads_its_shard_list_again_from_its_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _a) = start_shard(&dir.path().join("a")).await;
+    let (second, _b) = start_shard(&dir.path().join("b")).await;
+    let (a, b) = (first.addr.to_string(), second.addr.to_string());
+    let file = dir.path().join("agentsearch.toml");
+    let write = |shards: &[&str]| {
+        let list: Vec<String> = shards.iter().map(|s| format!("{s:?}")).collect();
+        std::fs::write(&file, format!("[shards]\nremote = [{}]\n", list.join(", "))).unwrap();
+    };
+    write(&[&a]);
+    let (grpc, http_addr) = (procs::free_addr().await, procs::free_addr().await);
+    let _router = router_process(
+        &file,
+        grpc,
+        http_addr,
+        &[],
+        std::fs::File::create(dir.path().join("router.log")).unwrap(),
+    );
+    procs::wait_listening(http_addr).await;
+    wait_shards(http_addr, &[(a.clone(), true)]).await;
+
+    // A shard added to the file joins; one taken out leaves; a file that no longer parses
+    // changes nothing.
+    write(&[&a, &b]);
+    wait_shards(http_addr, &[(a.clone(), true), (b.clone(), true)]).await;
+    write(&[&b]);
+    wait_shards(http_addr, &[(b.clone(), true)]).await;
+    std::fs::write(&file, "[shards\nremote = ").unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(ready_shards(http_addr).await, vec![(b.clone(), true)]);
+
+    // The operator's commands against this router.
+    let server = format!("http://{http_addr}");
+    let shown = admin(&server, &["placements"]).await;
+    assert!(shown.status.success(), "{shown:?}");
+    let text = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(text.starts_with("SHARD "), "{text}");
+    assert!(text.contains(&b) && !text.contains(&a), "{text}");
+    assert!(
+        text.contains("0 integrations and syncs, 0 with a replica that is not healthy"),
+        "{text}"
+    );
+    let json = admin(&server, &["placements", "--json"]).await;
+    let view: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(view["shards"].as_array().unwrap().len(), 1, "{view}");
+    let planned = admin(&server, &["rebalance", "--dry-run"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&planned.stdout),
+        "0 moves planned (dry run)\n"
+    );
+    let refused = admin(&server, &["drain", "no-such-shard"]).await;
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        message.contains("404") && message.contains("no-such-shard"),
+        "{message}"
+    );
+}
+
+/// Runs `agentsearch admin ARGS` against the router at `server` with the service token.
+async fn admin(server: &str, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(procs::binary());
+    command
+        .arg("admin")
+        .args(["--http", server])
+        .args(args)
+        .env("AGENTSEARCH_TOKEN", SERVICE_TOKEN)
+        .env_remove("AGENTSEARCH_HTTP");
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_on_shards_dns_starts_before_its_shard_and_takes_it_in_once_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentsearch.toml");
+    // The name resolves before anything listens at the address it gives.
+    let addr = procs::free_addr().await;
+    std::fs::write(
+        &file,
+        format!("[shards]\ndns = \"localhost:{}\"\n", addr.port()),
+    )
+    .unwrap();
+    let (grpc, http_addr) = (procs::free_addr().await, procs::free_addr().await);
+    let _router = router_process(
+        &file,
+        grpc,
+        http_addr,
+        &[],
+        std::fs::File::create(dir.path().join("router.log")).unwrap(),
+    );
+    procs::wait_listening(http_addr).await;
+    wait_shards(http_addr, &[(addr.to_string(), false)]).await;
+
+    let shard = Arc::new(
+        LocalShard::open(
+            &dir.path().join("s"),
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap(),
+    );
+    let _served = serve_shard_on(shard, tokio::net::TcpListener::bind(addr).await.unwrap());
+    wait_shards(http_addr, &[(addr.to_string(), true)]).await;
+}

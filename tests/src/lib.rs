@@ -170,6 +170,16 @@ pub async fn grpc_router(
     addrs: &[SocketAddr],
     settings: RouterSettings,
 ) -> Arc<Router> {
+    grpc_router_with(store, addrs, settings, None).await
+}
+
+/// [`grpc_router`] reranking with `rerank`.
+pub async fn grpc_router_with(
+    store: Arc<dyn MetadataStore>,
+    addrs: &[SocketAddr],
+    settings: RouterSettings,
+    rerank: Option<agentsearch_router::rerank::Rerank>,
+) -> Arc<Router> {
     let clients = addrs
         .iter()
         .map(|a| {
@@ -179,12 +189,15 @@ pub async fn grpc_router(
     let shards = ShardSet::discover(clients, Duration::from_secs(10))
         .await
         .unwrap();
-    Arc::new(Router::new(
-        store,
-        shards,
-        Arc::new(CachedEmbedder::new(embedder(), 4 << 20)),
-        settings,
-    ))
+    Arc::new(
+        Router::new(
+            store,
+            shards,
+            Arc::new(CachedEmbedder::new(embedder(), 4 << 20)),
+            settings,
+        )
+        .with_rerank(rerank),
+    )
 }
 
 /// Serves a router's public APIs on loopback ports; returns (HTTP, gRPC) servers.
@@ -421,6 +434,17 @@ impl Cluster {
         store: StoreKind,
         auth: Auth,
     ) -> Cluster {
+        Self::start_reranked(shard_count, settings, store, auth, None).await
+    }
+
+    /// [`Cluster::start_custom`] with a router reranking with `rerank`.
+    pub async fn start_reranked(
+        shard_count: usize,
+        settings: RouterSettings,
+        store: StoreKind,
+        auth: Auth,
+        rerank: Option<agentsearch_router::rerank::Rerank>,
+    ) -> Cluster {
         let mut dirs = Vec::new();
         let mut shards = Vec::new();
         let mut local = Vec::new();
@@ -444,7 +468,7 @@ impl Cluster {
                 (Arc::new(store), String::new())
             }
         };
-        let router = grpc_router(store, &addrs, settings).await;
+        let router = grpc_router_with(store, &addrs, settings, rerank).await;
         let (http, grpc) = start_router(router.clone(), auth).await;
         Cluster {
             shards,

@@ -169,6 +169,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "context" (default (dict) $c.context)
   "log" (default (dict) $c.log)
   "telemetry" (default (dict) $c.telemetry)
+  "rerank" (default (dict) $c.rerank)
 -}}
 {{- if $projects -}}
 {{- $_ := set $config "auth" (dict "projects" $projects) -}}

@@ -47,6 +47,7 @@ pub struct Config {
     pub log: LogConfig,
     pub telemetry: TelemetryConfig,
     pub hydration: HydrationConfig,
+    pub rerank: RerankConfig,
 }
 
 impl Default for Config {
@@ -67,6 +68,7 @@ impl Default for Config {
             context: ContextConfig::default(),
             log: LogConfig::default(),
             telemetry: TelemetryConfig::default(),
+            rerank: RerankConfig::default(),
             hydration: HydrationConfig::default(),
         }
     }
@@ -384,6 +386,89 @@ impl Default for EmbedConfig {
             query_cache_mib: 32,
             query_cache_size: None,
             batch_size: 32,
+        }
+    }
+}
+
+/// Who reranks the best fused candidates of tool and context searches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RerankProvider {
+    /// Nothing reranks: `rerankOutcome` is `disabled_by_deployment`.
+    #[default]
+    None,
+    /// `POST url` with `{"query", "texts"}`, answered `[{"index", "score"}]` (the `/rerank`
+    /// route of text-embeddings-inference and servers like it).
+    Http,
+    /// A BERT cross-encoder (sequence classification, safetensors) in `model_dir`, run on the
+    /// embedder's CPU kernels.
+    Local,
+}
+
+/// Reranking (`[rerank]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RerankConfig {
+    pub provider: RerankProvider,
+    /// The rerank endpoint of `provider = "http"`, e.g. `http://tei:8080/rerank`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The cross-encoder's folder (`config.json`, `tokenizer.json`, `model.safetensors`) of
+    /// `provider = "local"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_dir: Option<PathBuf>,
+    /// Fused candidates reranked per query (tools, or records with their passages), 1..=100.
+    pub top_n: usize,
+    /// At most this long per rerank call, and never past the request's deadline (1..=60000).
+    pub timeout_ms: u64,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        Self {
+            provider: RerankProvider::None,
+            url: None,
+            model_dir: None,
+            top_n: 20,
+            timeout_ms: 300,
+        }
+    }
+}
+
+impl RerankConfig {
+    fn validate(&self, errors: &mut Vec<String>) {
+        if !(1..=100).contains(&self.top_n) {
+            errors.push(format!(
+                "rerank.top_n: must be between 1 and 100, got {}",
+                self.top_n
+            ));
+        }
+        if !(1..=60_000).contains(&self.timeout_ms) {
+            errors.push(format!(
+                "rerank.timeout_ms: must be between 1 and 60000, got {}",
+                self.timeout_ms
+            ));
+        }
+        match self.provider {
+            RerankProvider::Http => match self.url.as_deref() {
+                Some(url) if url.starts_with("http://") || url.starts_with("https://") => {}
+                Some(url) => errors.push(format!(
+                    "rerank.url: must start with http:// or https://, got `{url}`"
+                )),
+                None => errors.push("rerank.url: required with provider = \"http\"".to_string()),
+            },
+            RerankProvider::Local => {
+                if self.model_dir.is_none() {
+                    errors.push("rerank.model_dir: required with provider = \"local\"".to_string());
+                }
+            }
+            RerankProvider::None => {}
+        }
+        if self.provider != RerankProvider::Http && self.url.is_some() {
+            errors.push("rerank.url: only used with provider = \"http\"".to_string());
+        }
+        if self.provider != RerankProvider::Local && self.model_dir.is_some() {
+            errors.push("rerank.model_dir: only used with provider = \"local\"".to_string());
         }
     }
 }
@@ -972,6 +1057,7 @@ impl Config {
         if self.embed.batch_size == 0 {
             errors.push("embed.batch_size: must be >= 1".to_string());
         }
+        self.rerank.validate(&mut errors);
         if let Some(token) = &self.auth.token
             && token.expose().len() < 16
         {
@@ -1467,6 +1553,12 @@ mod shipped {
                     "{}: the example documents the defaults",
                     path.display()
                 );
+                assert_eq!(
+                    config.rerank,
+                    RerankConfig::default(),
+                    "{}: the example documents the defaults",
+                    path.display()
+                );
                 seen += 1;
             }
         }
@@ -1647,5 +1739,67 @@ mod http_section {
         std::fs::write(&path, "http = \"localhost\"\n").unwrap();
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("http"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod rerank_section {
+    use super::*;
+
+    fn problems(toml_text: &str) -> Vec<String> {
+        let config: Config = toml::from_str(toml_text).unwrap();
+        match config.validate() {
+            Ok(()) => Vec::new(),
+            Err(err) => err
+                .0
+                .into_iter()
+                .filter(|p| p.starts_with("rerank."))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn providers_need_their_own_setting_and_no_other() {
+        assert_eq!(Config::default().rerank.provider, RerankProvider::None);
+        assert!(
+            problems("[rerank]\nprovider = \"http\"\nurl = \"http://tei:8080/rerank\"\n")
+                .is_empty()
+        );
+        assert!(
+            problems("[rerank]\nprovider = \"local\"\nmodel_dir = \"/models/ce\"\n").is_empty()
+        );
+        let missing = problems("[rerank]\nprovider = \"http\"\n");
+        assert!(
+            missing
+                .iter()
+                .any(|p| p.starts_with("rerank.url: required")),
+            "{missing:?}"
+        );
+        let scheme = problems("[rerank]\nprovider = \"http\"\nurl = \"tei:8080\"\n");
+        assert!(
+            scheme.iter().any(|p| p.contains("http:// or https://")),
+            "{scheme:?}"
+        );
+        let dir = problems("[rerank]\nprovider = \"local\"\n");
+        assert!(
+            dir.iter()
+                .any(|p| p.starts_with("rerank.model_dir: required")),
+            "{dir:?}"
+        );
+        let stray = problems("[rerank]\nurl = \"http://tei/rerank\"\n");
+        assert!(
+            stray.iter().any(|p| p.starts_with("rerank.url: only used")),
+            "{stray:?}"
+        );
+        let bounds = problems("[rerank]\ntop_n = 0\ntimeout_ms = 0\n");
+        assert!(
+            bounds.iter().any(|p| p.starts_with("rerank.top_n")),
+            "{bounds:?}"
+        );
+        assert!(
+            bounds.iter().any(|p| p.starts_with("rerank.timeout_ms")),
+            "{bounds:?}"
+        );
+        assert!(toml::from_str::<Config>("[rerank]\nprovider = \"cohere\"\n").is_err());
     }
 }

@@ -16,11 +16,11 @@ use crate::{EmbedError, Result};
 #[derive(Debug, Deserialize)]
 pub(crate) struct Config {
     pub hidden_size: usize,
+    pub max_position_embeddings: usize,
     num_attention_heads: usize,
     num_hidden_layers: usize,
     intermediate_size: usize,
     layer_norm_eps: f64,
-    max_position_embeddings: usize,
     vocab_size: usize,
     type_vocab_size: usize,
     hidden_act: String,
@@ -52,6 +52,15 @@ pub(crate) struct Bert {
     layers: Vec<Layer>,
 }
 
+/// How the rows of one text's last hidden state become its output vector.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pooling {
+    /// Their mean, L2-normalised (sentence embeddings).
+    Mean,
+    /// The first row as it is (`[CLS]`, for a pooler and a classifier head).
+    First,
+}
+
 /// One text's word pieces and segment ids.
 pub(crate) struct Pieces {
     pub ids: Vec<u32>,
@@ -63,7 +72,11 @@ fn unavailable(message: String) -> EmbedError {
 }
 
 /// Reads the named f32 tensor of `shape` (with or without a `bert.` prefix).
-fn tensor(weights: &safetensors::SafeTensors<'_>, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+pub(crate) fn tensor(
+    weights: &safetensors::SafeTensors<'_>,
+    name: &str,
+    shape: &[usize],
+) -> Result<Vec<f32>> {
     let view = weights
         .tensor(name)
         .or_else(|_| weights.tensor(&format!("bert.{name}")))
@@ -189,27 +202,37 @@ impl Bert {
     /// Mean-pooled, L2-normalised embeddings of `texts`, in order. Ids must have passed
     /// [`Bert::check`].
     pub(crate) fn embed(&self, texts: &[&Pieces]) -> Vec<Vec<f32>> {
+        self.run(texts, Pooling::Mean)
+    }
+
+    /// The last hidden state of each text's first word piece (`[CLS]`), in order, as the pooler
+    /// of a sequence classifier reads it. Ids must have passed [`Bert::check`].
+    pub(crate) fn first_rows(&self, texts: &[&Pieces]) -> Vec<Vec<f32>> {
+        self.run(texts, Pooling::First)
+    }
+
+    fn run(&self, texts: &[&Pieces], pooling: Pooling) -> Vec<Vec<f32>> {
         #[cfg(target_arch = "x86_64")]
         if kernels::vectorized() {
             #[allow(unsafe_code)]
             // SAFETY: `vectorized` has just checked that this CPU has AVX and FMA, the only
-            // features `embed_fma` is compiled with.
-            return unsafe { self.embed_fma(texts) };
+            // features `run_fma` is compiled with.
+            return unsafe { self.run_fma(texts, pooling) };
         }
         #[cfg(target_arch = "aarch64")]
-        return self.forward::<kernels::Fused>(texts);
+        return self.forward::<kernels::Fused>(texts, pooling);
         #[allow(unreachable_code)]
-        self.forward::<kernels::Plain>(texts)
+        self.forward::<kernels::Plain>(texts, pooling)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx,fma")]
-    fn embed_fma(&self, texts: &[&Pieces]) -> Vec<Vec<f32>> {
-        self.forward::<kernels::Fused>(texts)
+    fn run_fma(&self, texts: &[&Pieces], pooling: Pooling) -> Vec<Vec<f32>> {
+        self.forward::<kernels::Fused>(texts, pooling)
     }
 
     #[inline(always)]
-    fn forward<M: Mad>(&self, texts: &[&Pieces]) -> Vec<Vec<f32>> {
+    fn forward<M: Mad>(&self, texts: &[&Pieces], pooling: Pooling) -> Vec<Vec<f32>> {
         let h = self.hidden;
         let mut spans: Vec<Range<usize>> = Vec::with_capacity(texts.len());
         let mut rows = 0;
@@ -264,6 +287,18 @@ impl Bert {
             kernels::add_layer_norm::<M>(&mut x, &attended, g, b, self.eps);
         }
 
+        if pooling == Pooling::First {
+            return spans
+                .iter()
+                .map(|span| {
+                    if span.is_empty() {
+                        vec![0.0; h]
+                    } else {
+                        x[span.start * h..(span.start + 1) * h].to_vec()
+                    }
+                })
+                .collect();
+        }
         spans
             .iter()
             .map(|span| {

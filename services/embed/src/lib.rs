@@ -1,14 +1,21 @@
 //! Text embeddings for agentsearch: the [`Embedder`] trait, all-MiniLM-L6-v2 run on CPU by its own kernels
-//! ([`MiniLm`]), and a cache of query embeddings ([`CachedEmbedder`]). It does not know about
-//! indexes or requests; callers run it off the async executor (it is CPU-bound).
+//! ([`MiniLm`]), and a cache of query embeddings ([`CachedEmbedder`]); on the same encoder, a BERT
+//! cross-encoder that scores (query, passage) pairs ([`CrossEncoder`]). It does not know about
+//! indexes, requests or how rerank scores are used; callers run it off the async executor (it is
+//! CPU-bound).
 
 mod bert;
+mod cross;
 pub mod kernels;
 mod minilm;
+mod tiny;
 
 use std::sync::Arc;
 
+pub use cross::{CrossEncoder, MAX_PAIR_TOKENS};
 pub use minilm::MiniLm;
+#[doc(hidden)]
+pub use tiny::write_tiny_model;
 
 /// Result of embedding.
 pub type Result<T> = std::result::Result<T, EmbedError>;

@@ -126,39 +126,50 @@ impl Embedder for MiniLm {
             return Ok(Vec::new());
         }
         let pieces = self.tokenize(texts)?;
-        let lengths: Vec<usize> = pieces.iter().map(|p| p.ids.len()).collect();
-        let groups = balance(&lengths, self.threads);
-        if groups.len() == 1 {
-            let all: Vec<&Pieces> = pieces.iter().collect();
-            return Ok(self.model.embed(&all));
-        }
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        let results: Vec<(Vec<usize>, Vec<Vec<f32>>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = groups
-                .into_iter()
-                .map(|group| {
-                    let pieces = &pieces;
-                    let model = &self.model;
-                    scope.spawn(move || {
-                        let batch: Vec<&Pieces> = group.iter().map(|&i| &pieces[i]).collect();
-                        let vectors = model.embed(&batch);
-                        (group, vectors)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join())
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|_| EmbedError::Failed("an embedding thread panicked".into()))
-        })?;
-        for (group, vectors) in results {
-            for (i, v) in group.into_iter().zip(vectors) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+        in_parallel(&pieces, self.threads, |batch| self.model.embed(batch))
     }
+}
+
+/// `run` over `pieces` split across at most `threads` scoped threads by [`balance`] (on the
+/// calling thread alone when one group suffices); its outputs, one per text, in input order.
+pub(crate) fn in_parallel<T: Send>(
+    pieces: &[Pieces],
+    threads: usize,
+    run: impl Fn(&[&Pieces]) -> Vec<T> + Sync,
+) -> Result<Vec<T>> {
+    let lengths: Vec<usize> = pieces.iter().map(|p| p.ids.len()).collect();
+    let groups = balance(&lengths, threads);
+    if groups.len() == 1 {
+        let all: Vec<&Pieces> = pieces.iter().collect();
+        return Ok(run(&all));
+    }
+    let mut out: Vec<Option<T>> = std::iter::repeat_with(|| None).take(pieces.len()).collect();
+    let results: Vec<(Vec<usize>, Vec<T>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|group| {
+                let run = &run;
+                scope.spawn(move || {
+                    let batch: Vec<&Pieces> = group.iter().map(|&i| &pieces[i]).collect();
+                    let outputs = run(&batch);
+                    (group, outputs)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| EmbedError::Failed("an embedding thread panicked".into()))
+    })?;
+    for (group, outputs) in results {
+        for (i, v) in group.into_iter().zip(outputs) {
+            out[i] = Some(v);
+        }
+    }
+    out.into_iter()
+        .map(|v| v.ok_or_else(|| EmbedError::Failed("a text got no output".into())))
+        .collect()
 }
 
 #[cfg(test)]

@@ -121,6 +121,29 @@ pub struct ReplicaSet {
     pub shard_ids: Vec<String>,
 }
 
+/// Orders replica sets by project, kind and key.
+pub(crate) fn sort_replica_sets(sets: &mut [ReplicaSet]) {
+    sets.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
+}
+
+/// Adds `to` to a sync's shard list unless it holds it already; returns whether it changed.
+pub(crate) fn join_shard_list(ids: &mut Vec<String>, to: &str) -> bool {
+    if ids.iter().any(|id| id == to) {
+        return false;
+    }
+    ids.push(to.to_string());
+    true
+}
+
+/// Takes `from` out of a sync's shard list if another shard stays; returns whether it changed.
+pub(crate) fn leave_shard_list(ids: &mut Vec<String>, from: &str) -> bool {
+    if !ids.iter().any(|id| id == from) || ids.len() < 2 {
+        return false;
+    }
+    ids.retain(|id| id != from);
+    true
+}
+
 /// A replica on its way from one shard to another: `to` joins the replicas (stale until the
 /// repair has filled it), then, once it is healthy and every router has seen it, `from` leaves
 /// them, and its copy is deleted once no router can still read it.

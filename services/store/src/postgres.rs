@@ -217,11 +217,6 @@ fn replica_set(kind: &str, r: &tokio_postgres::Row) -> ReplicaSet {
     }
 }
 
-/// Orders replica sets by project, kind and key.
-fn sort_replica_sets(sets: &mut [ReplicaSet]) {
-    sets.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
-}
-
 /// Runs `sql` (parameters: project, integration, shard) on the integration's placements with
 /// their rows locked for the transaction, so changes of one integration's replicas run one at a
 /// time; returns whether it changed a row.
@@ -1274,7 +1269,7 @@ impl MetadataStore for PgStore {
                 .map(|r| replica_set(crate::STALE_SYNC, r))
                 .filter(|s| s.shard_ids.iter().any(|id| id == shard_id)),
         );
-        sort_replica_sets(&mut out);
+        crate::sort_replica_sets(&mut out);
         Ok(out)
     }
 
@@ -1337,11 +1332,7 @@ impl MetadataStore for PgStore {
             return Ok(false);
         }
         edit_sync_shards(&mut client, project_id, key, |ids| {
-            if ids.iter().any(|id| id == to) {
-                return false;
-            }
-            ids.push(to.to_string());
-            true
+            crate::join_shard_list(ids, to)
         })
         .await
     }
@@ -1372,11 +1363,7 @@ impl MetadataStore for PgStore {
             return Ok(false);
         }
         edit_sync_shards(&mut client, project_id, key, |ids| {
-            if !ids.iter().any(|id| id == from) || ids.len() < 2 {
-                return false;
-            }
-            ids.retain(|id| id != from);
-            true
+            crate::leave_shard_list(ids, from)
         })
         .await
     }
@@ -1401,7 +1388,7 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         out.extend(rows.iter().map(|r| replica_set(crate::STALE_SYNC, r)));
-        sort_replica_sets(&mut out);
+        crate::sort_replica_sets(&mut out);
         Ok(out)
     }
 

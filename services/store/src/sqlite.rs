@@ -189,11 +189,6 @@ fn select_sync_sets(
         .collect()
 }
 
-/// Orders replica sets by project, kind and key.
-fn sort_replica_sets(sets: &mut [ReplicaSet]) {
-    sets.sort_by(|a, b| (&a.project_id, &a.kind, &a.key).cmp(&(&b.project_id, &b.kind, &b.key)));
-}
-
 /// Edits the shard list of a sync in one transaction: `edit` changes the list and returns
 /// whether it did, and only then is the list written back. An unknown sync, or one of another
 /// project, is left alone; returns whether the list changed.
@@ -1153,7 +1148,7 @@ impl MetadataStore for SqliteStore {
                 params![shard],
             )?;
             out.extend(syncs.into_iter().filter(|s| s.shard_ids.contains(&shard)));
-            sort_replica_sets(&mut out);
+            crate::sort_replica_sets(&mut out);
             Ok(out)
         })
         .await
@@ -1222,13 +1217,7 @@ impl MetadataStore for SqliteStore {
             if kind != crate::STALE_SYNC {
                 return Ok(false);
             }
-            edit_sync_shards(c, &p, &key, |ids| {
-                if ids.contains(&to) {
-                    return false;
-                }
-                ids.push(to);
-                true
-            })
+            edit_sync_shards(c, &p, &key, |ids| crate::join_shard_list(ids, &to))
         })
         .await
     }
@@ -1260,13 +1249,7 @@ impl MetadataStore for SqliteStore {
             if kind != crate::STALE_SYNC {
                 return Ok(false);
             }
-            edit_sync_shards(c, &p, &key, |ids| {
-                if !ids.contains(&from) || ids.len() < 2 {
-                    return false;
-                }
-                ids.retain(|id| *id != from);
-                true
-            })
+            edit_sync_shards(c, &p, &key, |ids| crate::leave_shard_list(ids, &from))
         })
         .await
     }
@@ -1284,7 +1267,7 @@ impl MetadataStore for SqliteStore {
                 "SELECT project_id, id, shard_ids FROM syncs ORDER BY project_id, id",
                 [],
             )?);
-            sort_replica_sets(&mut out);
+            crate::sort_replica_sets(&mut out);
             Ok(out)
         })
         .await
