@@ -48,6 +48,7 @@ pub fn settings(config: &Config) -> RouterSettings {
         embed_batch_size: config.embed.batch_size,
         metadata_cache: std::time::Duration::from_millis(config.shards.metadata_cache_ms),
         auto_rebalance: config.shards.auto_rebalance,
+        tool_router: config.tool_router.clone(),
     }
 }
 
@@ -164,10 +165,15 @@ fn load_rerank(config: &Config) -> anyhow::Result<Option<agentsearch_router::rer
 
 /// `agentsearch serve`.
 pub async fn serve_embedded(
-    config: Config,
+    mut config: Config,
     load_demo: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if load_demo && config.tool_router.default_project.is_none() {
+        // Tool-router sessions created without naming a project search the demo.
+        config.tool_router.default_project =
+            Some(agentsearch_common::ids::DEMO_PROJECT_ID.to_string());
+    }
     let auth = Auth::from_config(&agentsearch_common::auth::embedded_config(
         &config.auth,
         &config.data_dir,

@@ -818,7 +818,8 @@ impl Router {
         }
         trace.step("assemble");
 
-        let statuses = self.batch_statuses(&req, &rows, &mentioned);
+        let mut statuses = self.batch_statuses(&req, &rows, &mentioned);
+        self.describe_toolkits(&req.project_id, &mut statuses).await;
         let error = (!failures.is_empty()).then(|| {
             format!(
                 "{} out of {} searches failed, reasons: {}",

@@ -39,6 +39,8 @@ mod rest_metrics;
 pub mod search;
 pub mod server;
 pub mod shards;
+pub mod tool_router;
+pub mod toolkits;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +78,8 @@ pub struct RouterSettings {
     pub metadata_cache: Duration,
     /// Plan a rebalance whenever no move is in progress (`shards.auto_rebalance`).
     pub auto_rebalance: bool,
+    /// Sessions of the tool-router-compatible routes (`[tool_router]`).
+    pub tool_router: agentsearch_common::config::ToolRouterConfig,
 }
 
 /// The router's domain service, shared by the gRPC and REST adapters.
@@ -108,7 +112,12 @@ pub struct Router {
     refits: feedback::Refits,
     /// The reranker of `[rerank]`; `None`: nothing reranks.
     rerank: Option<rerank::Rerank>,
+    /// What the catalog says of integrations, by (project, integration), with when it was read.
+    toolkit_cache: Mutex<ToolkitCache>,
 }
+
+type ToolkitCache =
+    HashMap<(String, String), (Instant, Option<agentsearch_store::IntegrationInfo>)>;
 
 impl Router {
     pub fn new(
@@ -127,6 +136,7 @@ impl Router {
             settings,
             hydration: None,
             rerank: None,
+            toolkit_cache: Mutex::new(HashMap::new()),
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
             stale_version: std::sync::atomic::AtomicU64::new(0),

@@ -93,7 +93,12 @@ fn rest_app(state: RestState) -> AxumRouter {
             "/api/tools/projects/{project_id}/tools:delete",
             post(delete_tools),
         )
+        .route(
+            "/api/tools/projects/{project_id}/integrations",
+            put(put_integrations),
+        )
         .merge(crate::rest_context::routes())
+        .merge(crate::tool_router::routes())
         .merge(crate::rest_admin::routes())
         .route_layer(axum::middleware::from_fn(crate::rest_metrics::tag_route))
         .fallback(not_found)
@@ -545,6 +550,28 @@ async fn upsert_tools(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(serde_json::json!({"upserted": outcome.upserted, "unchanged": outcome.unchanged})))
+}
+
+async fn put_integrations(
+    State(state): State<RestState>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let body = call.body(&headers, body, INGEST_BODY_LIMIT).await?;
+    let infos = parse_off_runtime(body, |body| {
+        from_json::<crate::toolkits::RawIntegrations>(body)?.validate()
+    })
+    .await
+    .map_err(|e| call.fail(e))?;
+    let written = state
+        .router
+        .put_integration_info(&project_id, infos)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({"upserted": written})))
 }
 
 async fn delete_tools(

@@ -520,16 +520,14 @@ async fn wait_shards(http_addr: SocketAddr, want: &[(String, bool)]) {
     }
 }
 
-/// A router process started with `--config file` and `env`.
-fn router_process(
+/// A router process started with `--config file` (its log in `dir`), once its REST port answers:
+/// the process and that port's address.
+async fn router_process(
     file: &std::path::Path,
-    grpc: SocketAddr,
-    http_addr: SocketAddr,
-    env: &[(&str, String)],
-    log: std::fs::File,
-) -> procs::Process {
-    let mut env = env.to_vec();
-    env.extend([
+    dir: &std::path::Path,
+) -> (procs::Process, SocketAddr) {
+    let (grpc, http_addr) = (procs::free_addr().await, procs::free_addr().await);
+    let env = [
         ("AGENTSEARCH_AUTH__TOKEN", SERVICE_TOKEN.to_string()),
         (
             "AGENTSEARCH_POSTGRES__SCHEMA",
@@ -541,7 +539,7 @@ fn router_process(
             model_dir().display().to_string(),
         ),
         ("AGENTSEARCH_SHARDS__REFRESH_SECS", "1".into()),
-    ]);
+    ];
     let args = vec![
         "--config".to_string(),
         file.display().to_string(),
@@ -551,7 +549,10 @@ fn router_process(
         "--http".into(),
         http_addr.to_string(),
     ];
-    procs::spawn(&args, &env, log)
+    let log = std::fs::File::create(dir.join("router.log")).unwrap();
+    let process = procs::spawn(&args, &env, log);
+    procs::wait_listening(http_addr).await;
+    (process, http_addr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -566,15 +567,7 @@ async fn a_router_reads_its_shard_list_again_from_its_configuration_file() {
         std::fs::write(&file, format!("[shards]\nremote = [{}]\n", list.join(", "))).unwrap();
     };
     write(&[&a]);
-    let (grpc, http_addr) = (procs::free_addr().await, procs::free_addr().await);
-    let _router = router_process(
-        &file,
-        grpc,
-        http_addr,
-        &[],
-        std::fs::File::create(dir.path().join("router.log")).unwrap(),
-    );
-    procs::wait_listening(http_addr).await;
+    let (_router, http_addr) = router_process(&file, dir.path()).await;
     wait_shards(http_addr, &[(a.clone(), true)]).await;
 
     // A shard added to the file joins; one taken out leaves; a file that no longer parses
@@ -640,15 +633,7 @@ async fn a_router_on_shards_dns_starts_before_its_shard_and_takes_it_in_once_it_
         format!("[shards]\ndns = \"localhost:{}\"\n", addr.port()),
     )
     .unwrap();
-    let (grpc, http_addr) = (procs::free_addr().await, procs::free_addr().await);
-    let _router = router_process(
-        &file,
-        grpc,
-        http_addr,
-        &[],
-        std::fs::File::create(dir.path().join("router.log")).unwrap(),
-    );
-    procs::wait_listening(http_addr).await;
+    let (_router, http_addr) = router_process(&file, dir.path()).await;
     wait_shards(http_addr, &[(addr.to_string(), false)]).await;
 
     let shard = Arc::new(

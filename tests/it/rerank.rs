@@ -112,21 +112,27 @@ async fn cluster(rerank: Option<Rerank>) -> Cluster {
 
 const QUERY: &str = "create a new calendar event for the team meeting";
 
-async fn tool_search(cluster: &Cluster, extra: Value) -> Value {
-    let mut body = json!({"query": QUERY, "topK": 5});
+/// POSTs `base` with `extra`'s fields over it to `path` (under the test project) and expects 200.
+async fn post(cluster: &Cluster, path: &str, base: Value, extra: Value) -> Value {
+    let mut body = base;
     body.as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
     let (status, answer) = rest_json(
         cluster.http.addr,
         "POST",
-        &format!("/api/tools/projects/{PROJECT}/tools/search"),
+        &format!("/api/{path}"),
         None,
         &body.to_string(),
     )
     .await;
     assert_eq!(status, 200, "{answer}");
     answer
+}
+
+async fn tool_search(cluster: &Cluster, extra: Value) -> Value {
+    let path = format!("tools/projects/{PROJECT}/tools/search");
+    post(cluster, &path, json!({"query": QUERY, "topK": 5}), extra).await
 }
 
 fn tool_names(answer: &Value) -> Vec<String> {
@@ -198,15 +204,13 @@ async fn an_http_reranker_reorders_the_best_tools_and_every_outcome_is_reported(
     );
 
     // The multi-query route reranks each query.
-    let (status, batch) = rest_json(
-        reranked.http.addr,
-        "POST",
-        &format!("/api/tools/projects/{PROJECT}/tools/search:batch"),
-        None,
-        &json!({"queries": [{"useCase": QUERY}], "topK": 5}).to_string(),
+    let batch = post(
+        &reranked,
+        &format!("tools/projects/{PROJECT}/tools/search:batch"),
+        json!({"queries": [{"useCase": QUERY}], "topK": 5}),
+        json!({}),
     )
     .await;
-    assert_eq!(status, 200, "{batch}");
     assert_eq!(
         batch["results"][0]["usage"]["rerankOutcome"], "applied",
         "{batch}"
@@ -237,20 +241,9 @@ async fn a_failing_or_slow_reranker_leaves_the_fused_order_and_says_so() {
 }
 
 async fn context_search(cluster: &Cluster, sync_id: &str, extra: Value) -> Value {
-    let mut body = json!({"query": "zephyrine budget", "syncIds": [sync_id], "topK": 5});
-    body.as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    let (status, answer) = rest_json(
-        cluster.http.addr,
-        "POST",
-        &format!("/api/context/projects/{PROJECT}/search"),
-        None,
-        &body.to_string(),
-    )
-    .await;
-    assert_eq!(status, 200, "{answer}");
-    answer
+    let base = json!({"query": "zephyrine budget", "syncIds": [sync_id], "topK": 5});
+    let path = format!("context/projects/{PROJECT}/search");
+    post(cluster, &path, base, extra).await
 }
 
 async fn sync_with_records(cluster: &Cluster) -> String {

@@ -280,10 +280,22 @@ fn redact(mut value: Value) -> Value {
                         "relevancy" | "score" | "durationMs" | "totalMs" if v.is_number() => {
                             *v = json!("[float]")
                         }
-                        "createdAt" | "currentTimeUtc" if v.is_string() => {
+                        "createdAt" | "currentTimeUtc" | "created_at" | "current_time_utc"
+                        | "expires_at"
+                            if v.is_string() =>
+                        {
                             *v = json!("[timestamp]")
                         }
-                        "currentTimeUtcEpochSeconds" if v.is_number() => *v = json!("[epoch]"),
+                        "currentTimeUtcEpochSeconds" | "current_time_utc_epoch_seconds"
+                            if v.is_number() =>
+                        {
+                            *v = json!("[epoch]")
+                        }
+                        "session_id" | "id"
+                            if v.as_str().is_some_and(|s| s.starts_with("trs_")) =>
+                        {
+                            *v = json!("[session]")
+                        }
                         _ => walk(v),
                     }
                 }
@@ -2494,4 +2506,193 @@ fn usage_counts_add_up_for_random_requests() {
             },
         )
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_router_sessions_answer_in_the_reference_shape() {
+    let env = embedded(demo_tools(DEMO_SUBSET), auth(false)).await;
+    let addr = env.addr;
+    let alice = user_token(ALICE);
+    // The catalog describes gmail and says how to use it.
+    let reply = call(
+        addr,
+        "PUT",
+        &project_path("/integrations"),
+        Some(SERVICE_TOKEN),
+        r#"{"integrations": [{"integration": "gmail", "description": "Google's email service.",
+            "guidance": "Search the thread before replying to it."}]}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["upserted"], 1);
+    let refused = call(
+        addr,
+        "PUT",
+        &project_path("/integrations"),
+        Some(&alice),
+        r#"{"integrations": [{"integration": "gmail"}]}"#,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text);
+    let reply = call(
+        addr,
+        "PUT",
+        &connections_path(ALICE),
+        Some(&alice),
+        r#"{"connections": [{"integration": "gmail", "accountId": "work@example.com",
+            "isDefault": true, "userInfo": {"email": "work@example.com"}}]}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+
+    // A session of the token's project and user.
+    let created = call(
+        addr,
+        "POST",
+        "/api/v3.1/tool_router/session",
+        Some(&alice),
+        "{}",
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let session = created.json["session_id"].as_str().unwrap().to_string();
+    assert!(
+        session.starts_with("trs_") && session.len() == 36,
+        "{session}"
+    );
+    assert_eq!(created.json["user_id"], ALICE);
+    assert_eq!(created.json["project_id"], PROJECT);
+
+    let search = format!("/api/v3.1/tool_router/session/{session}/search");
+    let body = r#"{"queries": [{"use_case": "send a gmail email to the team about the launch",
+        "known_fields": "recipient:team@example.com"}], "model": "gpt-4o"}"#;
+    let reply = call(addr, "POST", &search, Some(&alice), body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let answer = &reply.json;
+    assert_eq!(answer["success"], true);
+    assert!(answer["error"].is_null());
+    assert_eq!(answer["session"]["id"], session.as_str());
+    assert_eq!(answer["session"]["generate_id"], false);
+    let result = &answer["results"][0];
+    assert_eq!(result["index"], 1);
+    let primary: Vec<&str> = result["primary_tool_slugs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(!primary.is_empty());
+    for slug in &primary {
+        assert_eq!(answer["tool_schemas"][slug]["slug"], *slug, "{answer}");
+        assert_eq!(
+            answer["tool_schemas"][slug]["input_parameters"]["type"],
+            "object"
+        );
+    }
+    let gmail = answer["toolkit_connection_statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["toolkit"] == "gmail")
+        .unwrap_or_else(|| panic!("gmail not among the statuses: {answer}"));
+    assert_eq!(gmail["description"], "Google's email service.");
+    assert_eq!(gmail["has_active_connection"], true);
+    assert_eq!(gmail["account_type"], "PRIVATE");
+    assert_eq!(
+        gmail["connection_details"]["connected_account_ids"],
+        json!(["work@example.com"])
+    );
+    assert_eq!(gmail["current_user_info"]["email"], "work@example.com");
+    assert_eq!(gmail["accounts"][0]["account_type"], "PRIVATE");
+    assert!(
+        result["toolkits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "gmail"),
+        "{answer}"
+    );
+    assert_eq!(
+        result["execution_guidance"],
+        "gmail: Search the thread before replying to it."
+    );
+    insta::assert_json_snapshot!("tool_router_search", redact(reply.json.clone()));
+    // The camelCase multi-query route describes the toolkit too.
+    let reply = call(
+        addr,
+        "POST",
+        &batch_path(),
+        Some(&alice),
+        r#"{"queries": [{"useCase": "send a gmail email to the team about the launch",
+            "knownFields": "recipient:team@example.com"}]}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let described = reply.json["toolkitConnectionStatuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["toolkit"] == "gmail" && s["description"] == "Google's email service.");
+    assert!(described, "{}", reply.text);
+
+    // Another user of the project cannot use it; unknown and malformed ids are not found.
+    let bob = user_token(BOB);
+    let reply = call(addr, "POST", &search, Some(&bob), body).await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
+    for missing in [
+        "trs_00000000000000000000000000000000",
+        "trs_nope",
+        "session",
+    ] {
+        let path = format!("/api/v3.1/tool_router/session/{missing}/search");
+        let reply = call(addr, "POST", &path, Some(&alice), body).await;
+        assert_error(&reply, 404, "NOT_FOUND");
+    }
+    // A service names the user and the project (header); a session needs a project.
+    let reply = call(
+        addr,
+        "POST",
+        "/api/v3.1/tool_router/session",
+        Some(SERVICE_TOKEN),
+        r#"{"user_id": "carol@example.com"}"#,
+    )
+    .await;
+    assert_error(&reply, 400, "REQUEST_INVALID");
+    assert_eq!(fields(&reply), ["x-agentsearch-project"]);
+    let (status, _, text) = http(
+        addr,
+        "POST",
+        "/api/v3.1/tool_router/session",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {SERVICE_TOKEN}")),
+            ("x-agentsearch-project", PROJECT),
+        ],
+        r#"{"user_id": "carol@example.com"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let carol: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(carol["user_id"], "carol@example.com");
+    // Fields of the reference's sessions this service would not apply are refused by name.
+    let reply = call(
+        addr,
+        "POST",
+        "/api/v3.1/tool_router/session",
+        Some(&alice),
+        r#"{"toolkits": ["gmail"]}"#,
+    )
+    .await;
+    assert_error(&reply, 400, "REQUEST_INVALID");
+    assert_eq!(fields(&reply), ["toolkits"]);
+    // A user token for someone else's session creation is refused.
+    let reply = call(
+        addr,
+        "POST",
+        "/api/v3.1/tool_router/session",
+        Some(&alice),
+        r#"{"user_id": "carol@example.com"}"#,
+    )
+    .await;
+    assert_error(&reply, 403, "PERMISSION_DENIED");
 }

@@ -161,6 +161,7 @@ pub fn settings() -> RouterSettings {
         embed_batch_size: config.embed.batch_size,
         metadata_cache: Duration::from_millis(config.shards.metadata_cache_ms),
         auto_rebalance: false,
+        tool_router: config.tool_router,
     }
 }
 

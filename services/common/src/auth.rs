@@ -627,6 +627,15 @@ pub fn authorization_text(raw: Option<&[u8]>) -> Result<Option<&str>> {
     }
 }
 
+/// The `project` claim of a bearer JWT, read without verifying anything: which project's keys
+/// are to verify it (a route whose path names no project). `None` for a missing header, a token
+/// that is not a JWT (the service token) or one without the claim.
+pub fn claimed_project(authorization: Option<&str>) -> Option<String> {
+    let token = bearer(authorization?).ok()?;
+    let claims: Map<String, Value> = jsonwebtoken::dangerous::insecure_decode_claims(token).ok()?;
+    claims.get("project")?.as_str().map(str::to_string)
+}
+
 /// The token of a `Bearer <token>` header value.
 fn bearer(value: &str) -> Result<&str> {
     let presented = value

@@ -48,6 +48,7 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub hydration: HydrationConfig,
     pub rerank: RerankConfig,
+    pub tool_router: ToolRouterConfig,
 }
 
 impl Default for Config {
@@ -69,6 +70,7 @@ impl Default for Config {
             log: LogConfig::default(),
             telemetry: TelemetryConfig::default(),
             rerank: RerankConfig::default(),
+            tool_router: ToolRouterConfig::default(),
             hydration: HydrationConfig::default(),
         }
     }
@@ -386,6 +388,27 @@ impl Default for EmbedConfig {
             query_cache_mib: 32,
             query_cache_size: None,
             batch_size: 32,
+        }
+    }
+}
+
+/// The tool-router-compatible routes (`[tool_router]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolRouterConfig {
+    /// How long a session searches after it was created (60..=2592000).
+    pub session_ttl_secs: u64,
+    /// The project of sessions created without a token naming one (`project` claim) or an
+    /// `x-agentsearch-project` header; `serve` with its demo data uses the demo project.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_project: Option<String>,
+}
+
+impl Default for ToolRouterConfig {
+    fn default() -> Self {
+        Self {
+            session_ttl_secs: 86_400,
+            default_project: None,
         }
     }
 }
@@ -1058,6 +1081,20 @@ impl Config {
             errors.push("embed.batch_size: must be >= 1".to_string());
         }
         self.rerank.validate(&mut errors);
+        if !(60..=2_592_000).contains(&self.tool_router.session_ttl_secs) {
+            errors.push(format!(
+                "tool_router.session_ttl_secs: must be between 60 and 2592000, got {}",
+                self.tool_router.session_ttl_secs
+            ));
+        }
+        if let Some(project) = &self.tool_router.default_project
+            && crate::ids::parse_project_id("tool_router.default_project", project).is_err()
+        {
+            errors.push(format!(
+                "tool_router.default_project: must be a project id (a UUID), got `{}`",
+                crate::ids::truncate(project, 64)
+            ));
+        }
         if let Some(token) = &self.auth.token
             && token.expose().len() < 16
         {

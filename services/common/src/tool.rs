@@ -231,7 +231,8 @@ impl ToolDefinition {
     }
 }
 
-fn check_slug(slug: &str) -> Result<(), String> {
+/// Checks an integration or category slug: the issue, naming the value, when it is not one.
+pub fn check_slug(slug: &str) -> Result<(), String> {
     let valid = !slug.is_empty()
         && slug.len() <= MAX_SLUG_CHARS
         && slug

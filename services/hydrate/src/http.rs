@@ -9,31 +9,22 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http::{StatusCode, Uri};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::outbound::{self, BodyError, HttpClient};
 use crate::{HydrateError, HydratedSchema, HydrationRequest, Hydrator};
 
 /// Largest answer read from a provider.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 
-/// How long an idle pooled connection to the provider is kept.
-const POOL_IDLE: Duration = Duration::from_secs(30);
-
 /// A provider reached over HTTP or HTTPS, with keep-alive connections.
 pub struct HttpHydrator {
     url: Uri,
     timeout: Duration,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: HttpClient,
 }
 
 #[derive(Serialize)]
@@ -54,41 +45,6 @@ struct ProviderAnswer {
     description: Option<String>,
 }
 
-/// The TLS of `https` providers: the authorities of `ca_pem`, else the system's roots.
-fn client_tls(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, HydrateError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_pem {
-        Some(pem) => {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| {
-                    HydrateError::Config(format!("not a PEM certificate file: {e}"))
-                })?;
-                roots
-                    .add(cert)
-                    .map_err(|e| HydrateError::Config(format!("unusable certificate: {e}")))?;
-            }
-            if roots.is_empty() {
-                return Err(HydrateError::Config("holds no PEM certificate".to_string()));
-            }
-        }
-        None => {
-            // Certificates the system store holds but rustls cannot use are skipped.
-            let found = rustls_native_certs::load_native_certs();
-            let _ = roots.add_parsable_certificates(found.certs);
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| HydrateError::Config(format!("TLS: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
-}
-
 impl HttpHydrator {
     /// A provider at `url` (`http://` or `https://host:port/path`); each call, connection and
     /// TLS handshake included, is bounded by `timeout`. An `https` provider's certificate is
@@ -103,30 +59,8 @@ impl HttpHydrator {
         timeout: Duration,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, HydrateError> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| HydrateError::Config(format!("invalid URL `{url}`: {e}")))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) {
-            return Err(HydrateError::Config(format!(
-                "must be an http:// or https:// URL, got `{url}`"
-            )));
-        }
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(HydrateError::Config(format!("URL `{url}` has no host")));
-        }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        let tls = client_tls(ca_pem)?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
+        let uri = outbound::endpoint(url).map_err(HydrateError::Config)?;
+        let client = outbound::client(ca_pem).map_err(HydrateError::Config)?;
         Ok(Self {
             url: uri,
             timeout,
@@ -143,40 +77,25 @@ impl HttpHydrator {
     }
 
     async fn call(&self, body: Vec<u8>) -> Result<Option<HydratedSchema>, HydrateError> {
-        let request = http::Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
-            .header(
-                USER_AGENT,
-                concat!("agentsearch-hydrate/", env!("CARGO_PKG_VERSION")),
-            )
-            .body(Full::new(Bytes::from(body)))
+        let user_agent = concat!("agentsearch-hydrate/", env!("CARGO_PKG_VERSION"));
+        let request = outbound::json_post(&self.url, user_agent, body)
             .map_err(|e| HydrateError::InvalidRequest(e.to_string()))?;
         let response = self
             .client
             .request(request)
             .await
-            .map_err(|e| HydrateError::Unavailable(describe(&e)))?;
+            .map_err(|e| HydrateError::Unavailable(outbound::describe(&e)))?;
         match response.status() {
             StatusCode::OK => {}
             StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => return Ok(None),
             other => return Err(HydrateError::Status(other.as_u16())),
         }
-        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-            .collect()
+        let body = outbound::read_body(response.into_body(), MAX_ANSWER_BYTES)
             .await
-            .map_err(|e| {
-                if e.downcast_ref::<LengthLimitError>().is_some() {
-                    HydrateError::InvalidJson(format!(
-                        "the answer is larger than {MAX_ANSWER_BYTES} bytes"
-                    ))
-                } else {
-                    HydrateError::Unavailable(format!("reading the answer: {}", describe(&*e)))
-                }
-            })?
-            .to_bytes();
+            .map_err(|e| match e {
+                BodyError::TooLarge(_) => HydrateError::InvalidJson(e.to_string()),
+                BodyError::Failed(_) => HydrateError::Unavailable(e.to_string()),
+            })?;
         parse_answer(&body).map(Some)
     }
 }
@@ -215,18 +134,6 @@ fn parse_answer(body: &[u8]) -> Result<HydratedSchema, HydrateError> {
         serde_json::from_slice(body).map_err(|e| HydrateError::InvalidJson(e.to_string()))?;
     HydratedSchema::from_value(&answer.parameters, answer.description)
         .map_err(HydrateError::InvalidSchema)
-}
-
-/// An error and its sources, `outer: inner: innermost`.
-fn describe(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

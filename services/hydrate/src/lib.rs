@@ -5,7 +5,8 @@
 //! It owns: the [`Hydrator`] trait and its providers ([`HttpHydrator`] posts to a service,
 //! [`FileHydrator`] reads a JSON file), the [`SchemaCache`] trait with a Redis ([`RedisCache`]) and
 //! an in-process ([`MemoryCache`]) implementation, and [`HydrationService`], a read-through cache in
-//! front of the providers with one provider call in flight per key.
+//! front of the providers with one provider call in flight per key. Its HTTP provider's client,
+//! [`outbound`], is public: the rerank crate's HTTP reranker uses it too.
 //!
 //! It does not own: which integrations are hydrated in a response, nor how a failure is shown to
 //! the client (the router uses the static schema and flags the tool degraded), nor the catalog.
@@ -14,6 +15,7 @@ mod cache;
 mod error;
 mod file;
 mod http;
+pub mod outbound;
 mod redis;
 mod request;
 mod service;

@@ -8,15 +8,9 @@
 
 use std::time::Duration;
 
+use agentsearch_hydrate::outbound::{self, BodyError, HttpClient};
 use async_trait::async_trait;
-use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http::{StatusCode, Uri};
 use serde::{Deserialize, Serialize};
 
 use crate::{RerankError, Reranker, Result};
@@ -28,15 +22,12 @@ pub const MAX_ANSWER_BYTES: usize = 8 << 20;
 const ERROR_BODY_BYTES: usize = 16 << 10;
 const ERROR_BODY_CHARS: usize = 200;
 
-/// How long an idle pooled connection to the reranker is kept.
-const POOL_IDLE: Duration = Duration::from_secs(30);
-
 /// A text-embeddings-inference rerank endpoint reached over HTTP or HTTPS, with keep-alive
 /// connections.
 pub struct HttpReranker {
     url: Uri,
     timeout: Duration,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: HttpClient,
 }
 
 #[derive(Serialize)]
@@ -52,49 +43,13 @@ struct Ranked {
     score: f64,
 }
 
-/// The TLS of `https` rerankers: the system's roots (certificates rustls cannot use are skipped).
-fn client_tls() -> Result<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    let _ = roots.add_parsable_certificates(found.certs);
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| RerankError::Config(format!("TLS: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
-}
-
 impl HttpReranker {
     /// A reranker at `url`, the endpoint's full URL (`http://tei:8080/rerank`). Every call,
     /// connection and TLS handshake included, takes at most `default_timeout`, or the shorter
     /// timeout the call is given (the caller's remaining deadline).
     pub fn new(url: &str, default_timeout: Duration) -> Result<Self> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| RerankError::Config(format!("invalid URL `{url}`: {e}")))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) {
-            return Err(RerankError::Config(format!(
-                "must be an http:// or https:// URL, got `{url}`"
-            )));
-        }
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(RerankError::Config(format!("URL `{url}` has no host")));
-        }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(client_tls()?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
+        let uri = outbound::endpoint(url).map_err(RerankError::Config)?;
+        let client = outbound::client(None).map_err(RerankError::Config)?;
         Ok(Self {
             url: uri,
             timeout: default_timeout,
@@ -112,49 +67,31 @@ impl HttpReranker {
     }
 
     async fn call(&self, body: Vec<u8>, texts: usize) -> Result<Vec<f32>> {
-        let request = http::Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
-            .header(
-                USER_AGENT,
-                concat!("agentsearch-rerank/", env!("CARGO_PKG_VERSION")),
-            )
-            .body(Full::new(Bytes::from(body)))
+        let user_agent = concat!("agentsearch-rerank/", env!("CARGO_PKG_VERSION"));
+        let request = outbound::json_post(&self.url, user_agent, body)
             .map_err(|e| RerankError::Config(format!("request: {e}")))?;
         let response = self
             .client
             .request(request)
             .await
-            .map_err(|e| RerankError::Unavailable(describe(&e)))?;
+            .map_err(|e| RerankError::Unavailable(outbound::describe(&e)))?;
         let status = response.status();
         if status != StatusCode::OK {
-            let quoted = match Limited::new(response.into_body(), ERROR_BODY_BYTES)
-                .collect()
+            let quoted = outbound::read_body(response.into_body(), ERROR_BODY_BYTES)
                 .await
-            {
-                Ok(body) => quote(&body.to_bytes()),
-                Err(_) => String::new(),
-            };
+                .map(|body| quote(&body))
+                .unwrap_or_default();
             return Err(RerankError::Unavailable(format!(
                 "answered HTTP {}{quoted}",
                 status.as_u16()
             )));
         }
-        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-            .collect()
+        let body = outbound::read_body(response.into_body(), MAX_ANSWER_BYTES)
             .await
-            .map_err(|e| {
-                if e.downcast_ref::<LengthLimitError>().is_some() {
-                    RerankError::Malformed(format!(
-                        "the answer is larger than {MAX_ANSWER_BYTES} bytes"
-                    ))
-                } else {
-                    RerankError::Unavailable(format!("reading the answer: {}", describe(&*e)))
-                }
-            })?
-            .to_bytes();
+            .map_err(|e| match e {
+                BodyError::TooLarge(_) => RerankError::Malformed(e.to_string()),
+                BodyError::Failed(_) => RerankError::Unavailable(e.to_string()),
+            })?;
         parse_answer(&body, texts)
     }
 }
@@ -221,18 +158,6 @@ fn parse_answer(body: &[u8], texts: usize) -> Result<Vec<f32>> {
         )));
     }
     Ok(scores.into_iter().flatten().collect())
-}
-
-/// An error and its sources, `outer: inner: innermost`.
-fn describe(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

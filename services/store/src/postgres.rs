@@ -10,11 +10,12 @@ use tokio_postgres::NoTls;
 use crate::PgTls;
 
 use crate::{
-    CatalogEntry, ConnectionInput, ConnectionRow, LostReplica, MIGRATIONS, MetadataStore,
-    Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaMove, ReplicaSet,
-    Result, ShardDrain, StaleReplica, StoreError, SyncRow, attach_principals, connection_inputs,
-    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    CatalogEntry, ConnectionInput, ConnectionRow, IntegrationInfo, LostReplica, MIGRATIONS,
+    MetadataStore, Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry,
+    ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
+    ToolRouterSession, attach_principals, connection_inputs, connection_integrations,
+    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, session_taken,
+    sort_connections, sort_integration_infos, sort_syncs, split_list, sync_taken, to_u64, unique,
     unknown_sync,
 };
 
@@ -1604,6 +1605,138 @@ impl MetadataStore for PgStore {
             .execute("DELETE FROM lost_replicas", &[])
             .await
             .map_err(backend)
+    }
+
+    async fn create_session(&self, session: &ToolRouterSession) -> Result<()> {
+        let s = session;
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "INSERT INTO tool_router_sessions (id, project_id, user_id, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+                &[
+                    &s.id,
+                    &s.project_id,
+                    &s.user_id,
+                    &s.created_at,
+                    &s.expires_at,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        if n == 0 {
+            return Err(session_taken(&s.id));
+        }
+        Ok(())
+    }
+
+    async fn session(&self, id: &str) -> Result<Option<ToolRouterSession>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT id, project_id, user_id, created_at, expires_at FROM tool_router_sessions
+                 WHERE id = $1",
+            )
+            .await
+            .map_err(backend)?;
+        let row = client.query_opt(&stmt, &[&id]).await.map_err(backend)?;
+        Ok(row.map(|r| ToolRouterSession {
+            id: r.get(0),
+            project_id: r.get(1),
+            user_id: r.get(2),
+            created_at: r.get(3),
+            expires_at: r.get(4),
+        }))
+    }
+
+    async fn delete_expired_sessions(&self, now_ms: i64) -> Result<u64> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM tool_router_sessions WHERE expires_at <= $1",
+                &[&now_ms],
+            )
+            .await
+            .map_err(backend)
+    }
+
+    async fn put_integration_info(
+        &self,
+        project_id: &str,
+        infos: &[IntegrationInfo],
+    ) -> Result<()> {
+        if infos.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO integration_info (project_id, integration, description, guidance)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (project_id, integration)
+                 DO UPDATE SET description = excluded.description, guidance = excluded.guidance",
+            )
+            .await
+            .map_err(backend)?;
+        for info in infos {
+            tx.execute(
+                &stmt,
+                &[
+                    &project_id,
+                    &info.integration,
+                    &info.description,
+                    &info.guidance,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn integration_info(
+        &self,
+        project_id: &str,
+        integrations: &[String],
+    ) -> Result<Vec<IntegrationInfo>> {
+        if integrations.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT integration, description, guidance FROM integration_info
+                 WHERE project_id = $1 AND integration = ANY($2)",
+            )
+            .await
+            .map_err(backend)?;
+        let rows = client
+            .query(&stmt, &[&project_id, &integrations])
+            .await
+            .map_err(backend)?;
+        let mut infos: Vec<IntegrationInfo> = rows
+            .into_iter()
+            .map(|r| IntegrationInfo {
+                integration: r.get(0),
+                description: r.get(1),
+                guidance: r.get(2),
+            })
+            .collect();
+        sort_integration_infos(&mut infos);
+        Ok(infos)
+    }
+
+    async fn delete_integration_info(&self, project_id: &str, integration: &str) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "DELETE FROM integration_info WHERE project_id = $1 AND integration = $2",
+                &[&project_id, &integration],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
     }
 }
 

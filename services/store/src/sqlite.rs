@@ -7,11 +7,12 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
-    CatalogEntry, ConnectionInput, ConnectionRow, LostReplica, MIGRATIONS, MetadataStore,
-    Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry, ReplicaMove, ReplicaSet,
-    Result, ShardDrain, StaleReplica, StoreError, SyncRow, attach_principals, connection_inputs,
-    connection_integrations, elect_defaults, group_placements, group_rows, join_list, now_ms,
-    record_rows, sort_connections, sort_syncs, split_list, sync_taken, to_u64, unique,
+    CatalogEntry, ConnectionInput, ConnectionRow, IntegrationInfo, LostReplica, MIGRATIONS,
+    MetadataStore, Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry,
+    ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
+    ToolRouterSession, attach_principals, connection_inputs, connection_integrations,
+    elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, session_taken,
+    sort_connections, sort_integration_infos, sort_syncs, split_list, sync_taken, to_u64, unique,
     unknown_sync,
 };
 
@@ -1466,6 +1467,125 @@ impl MetadataStore for SqliteStore {
         self.with(move |c| {
             let n = c.execute("DELETE FROM lost_replicas", [])?;
             Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn create_session(&self, session: &ToolRouterSession) -> Result<()> {
+        let s = session.clone();
+        let id = session.id.clone();
+        let inserted = self
+            .with(move |c| {
+                let n = c.execute(
+                    "INSERT INTO tool_router_sessions (id, project_id, user_id, created_at, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                    params![s.id, s.project_id, s.user_id, s.created_at, s.expires_at],
+                )?;
+                Ok(n > 0)
+            })
+            .await?;
+        if !inserted {
+            return Err(session_taken(&id));
+        }
+        Ok(())
+    }
+
+    async fn session(&self, id: &str) -> Result<Option<ToolRouterSession>> {
+        let id = id.to_string();
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT id, project_id, user_id, created_at, expires_at FROM tool_router_sessions
+                 WHERE id = ?1",
+            )?
+            .query_row(params![id], |r| {
+                Ok(ToolRouterSession {
+                    id: r.get(0)?,
+                    project_id: r.get(1)?,
+                    user_id: r.get(2)?,
+                    created_at: r.get(3)?,
+                    expires_at: r.get(4)?,
+                })
+            })
+            .optional()
+        })
+        .await
+    }
+
+    async fn delete_expired_sessions(&self, now_ms: i64) -> Result<u64> {
+        self.with(move |c| {
+            let n = c.execute(
+                "DELETE FROM tool_router_sessions WHERE expires_at <= ?1",
+                params![now_ms],
+            )?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn put_integration_info(
+        &self,
+        project_id: &str,
+        infos: &[IntegrationInfo],
+    ) -> Result<()> {
+        if infos.is_empty() {
+            return Ok(());
+        }
+        let (p, infos) = (project_id.to_string(), infos.to_vec());
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO integration_info (project_id, integration, description, guidance)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (project_id, integration)
+                     DO UPDATE SET description = excluded.description, guidance = excluded.guidance",
+                )?;
+                for info in &infos {
+                    stmt.execute(params![p, info.integration, info.description, info.guidance])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn integration_info(
+        &self,
+        project_id: &str,
+        integrations: &[String],
+    ) -> Result<Vec<IntegrationInfo>> {
+        if integrations.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (p, integrations) = (project_id.to_string(), json_list(integrations));
+        let mut infos = self
+            .with(move |c| {
+                c.prepare_cached(
+                    "SELECT integration, description, guidance FROM integration_info
+                     WHERE project_id = ?1 AND integration IN (SELECT value FROM json_each(?2))",
+                )?
+                .query_map(params![p, integrations], |r| {
+                    Ok(IntegrationInfo {
+                        integration: r.get(0)?,
+                        description: r.get(1)?,
+                        guidance: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        sort_integration_infos(&mut infos);
+        Ok(infos)
+    }
+
+    async fn delete_integration_info(&self, project_id: &str, integration: &str) -> Result<bool> {
+        let (p, i) = (project_id.to_string(), integration.to_string());
+        self.with(move |c| {
+            let n = c.execute(
+                "DELETE FROM integration_info WHERE project_id = ?1 AND integration = ?2",
+                params![p, i],
+            )?;
+            Ok(n > 0)
         })
         .await
     }
