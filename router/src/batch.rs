@@ -802,7 +802,14 @@ impl Router {
             for tool in tools {
                 tool_schemas
                     .entry(tool.intent_name.clone())
-                    .and_modify(|t| t.relevancy = t.relevancy.max(tool.relevancy))
+                    .and_modify(|t| {
+                        // The best placement across queries, with the rerank score that came
+                        // with it.
+                        if tool.relevancy > t.relevancy {
+                            t.relevancy = tool.relevancy;
+                            t.rerank_score = tool.rerank_score;
+                        }
+                    })
                     .or_insert(tool);
             }
             results.push(BatchResult {

@@ -943,7 +943,7 @@ impl Router {
             segments_returned: results.iter().map(|r| r.segments.len() as u32).sum(),
             generation,
             retrieval_mode,
-            rerank_outcome: rerank_outcome.as_str(),
+            rerank_outcome: rerank_outcome.as_context_str(),
             dropped: Drops {
                 segments_beyond_pool_cap,
                 segments_unjoinable: unjoinable,

@@ -114,6 +114,9 @@ pub struct Router {
     rerank: Option<rerank::Rerank>,
     /// What the catalog says of integrations, by (project, integration), with when it was read.
     toolkit_cache: Mutex<ToolkitCache>,
+    /// Tool-router sessions read from the store (they never change; their expiry is checked on
+    /// use).
+    sessions: moka::sync::Cache<String, Arc<agentsearch_store::ToolRouterSession>>,
 }
 
 type ToolkitCache =
@@ -137,6 +140,10 @@ impl Router {
             hydration: None,
             rerank: None,
             toolkit_cache: Mutex::new(HashMap::new()),
+            sessions: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_idle(Duration::from_secs(3600))
+                .build(),
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
             stale_version: std::sync::atomic::AtomicU64::new(0),

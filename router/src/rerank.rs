@@ -7,7 +7,8 @@
 //! (`rerankOutcome`): `applied`; `failed_open` (the provider failed or timed out: the fused order
 //! stands, `degraded: rerank_unavailable`); `skipped_deadline` (too little of the deadline was
 //! left to ask: likewise); `disabled_by_request` (`rerank: false`); `disabled_by_deployment` (no
-//! provider configured). The relevancies a response shows stay those of the fused ranking,
+//! provider configured). Context search says `provider_unavailable` for both failures, as its
+//! contract names them. The relevancies a response shows stay those of the fused ranking,
 //! handed out again in the new order, so they still descend.
 
 use std::sync::Arc;
@@ -81,6 +82,15 @@ impl Outcome {
             Outcome::SkippedDeadline => "skipped_deadline",
             Outcome::DisabledByRequest => "disabled_by_request",
             Outcome::DisabledByDeployment => "disabled_by_deployment",
+        }
+    }
+
+    /// The value context search reports: the context contract names both ways of failing open
+    /// `provider_unavailable`.
+    pub fn as_context_str(self) -> &'static str {
+        match self {
+            Outcome::FailedOpen | Outcome::SkippedDeadline => "provider_unavailable",
+            other => other.as_str(),
         }
     }
 

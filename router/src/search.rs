@@ -261,7 +261,9 @@ impl Router {
             .await;
         let (tools, usage) = query_result(&ranked, &packing.queries[0], &shaped);
         trace.step("budget");
-        let statuses = connections::statuses_for(&rows, tools.iter().map(|t| &t.integration));
+        let mut statuses = connections::statuses_for(&rows, tools.iter().map(|t| &t.integration));
+        // Cached per router: a store read only when an entry is older than the placements'.
+        self.describe_toolkits(&req.project_id, &mut statuses).await;
         Ok(ToolSearchResponse {
             tools,
             search_query: req.query,
@@ -1464,13 +1466,14 @@ pub(crate) fn query_result(
             .map(|t| &t.integration),
     );
     let mut degradations: Vec<&'static str> = ranked.degraded.into_iter().collect();
-    degradations.extend(ranked.rerank_outcome.degraded());
     if tools
         .iter()
         .any(|t| shaped.get(&t.intent_name).is_some_and(|s| s.failed))
     {
         degradations.push("static_schema");
     }
+    // Last: `degraded` names a retriever or a schema problem before a missing second opinion.
+    degradations.extend(ranked.rerank_outcome.degraded());
     let candidates = ranked.candidates.len() as u32;
     let usage = Usage {
         strategy: ranked.strategy,

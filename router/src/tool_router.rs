@@ -13,8 +13,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentsearch_common::Error;
+use agentsearch_common::auth::CallerKind;
 use agentsearch_common::ids::{parse_project_id, truncate};
+use agentsearch_common::{Error, principal};
 use agentsearch_store::ToolRouterSession;
 use axum::Router as AxumRouter;
 use axum::body::Body;
@@ -82,6 +83,9 @@ pub struct SessionResult {
     /// The catalog's guidance for the query's toolkits, when it has some.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_guidance: Option<String>,
+    /// The catalog's known pitfalls of the primary tools (`TOOL: text`), when it has some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_pitfalls: Option<Vec<String>>,
     pub primary_tool_slugs: Vec<String>,
     pub related_tool_slugs: Vec<String>,
     pub toolkits: Vec<String>,
@@ -221,18 +225,30 @@ impl crate::Router {
         if !session_id_shape(id) {
             return Err(missing());
         }
-        match self.store.session(id).await? {
-            Some(session) if session.expires_at > now_ms() => Ok(session),
+        // Sessions never change once created: a cached one only needs its expiry checked.
+        let session = match self.sessions.get(id) {
+            Some(session) => Some(session),
+            None => {
+                let read = self.store.session(id).await?.map(std::sync::Arc::new);
+                if let Some(session) = &read {
+                    self.sessions.insert(id.to_string(), session.clone());
+                }
+                read
+            }
+        };
+        match session {
+            Some(session) if session.expires_at > now_ms() => Ok((*session).clone()),
             _ => Err(missing()),
         }
     }
 
-    /// The guidance the catalog has for `toolkits`, joined, if any.
-    pub(crate) async fn toolkit_guidance(
+    /// What the catalog says for each result (by index): the guidance of its toolkits, joined,
+    /// and the known pitfalls of its primary tools, in their order.
+    pub(crate) async fn result_notes(
         &self,
         project_id: &str,
         results: &[BatchResult],
-    ) -> BTreeMap<u32, String> {
+    ) -> BTreeMap<u32, Notes> {
         let toolkits: Vec<String> = results
             .iter()
             .flat_map(|r| r.toolkits.iter().cloned())
@@ -242,32 +258,50 @@ impl crate::Router {
         if toolkits.is_empty() {
             return BTreeMap::new();
         }
-        let infos = match self.store.integration_info(project_id, &toolkits).await {
-            Ok(infos) => infos,
-            Err(err) => {
-                tracing::warn!(error = %err, "reading integration guidance failed");
-                return BTreeMap::new();
-            }
-        };
+        let infos = self.integration_infos(project_id, &toolkits).await;
         results
             .iter()
-            .filter_map(|r| {
-                let text: Vec<String> = infos
+            .map(|r| {
+                let guidance: Vec<String> = r
+                    .toolkits
                     .iter()
-                    .filter(|i| !i.guidance.is_empty() && r.toolkits.contains(&i.integration))
+                    .filter_map(|t| infos.get(t))
+                    .filter(|i| !i.guidance.is_empty())
                     .map(|i| format!("{}: {}", i.integration, i.guidance))
                     .collect();
-                (!text.is_empty()).then(|| (r.index, text.join("\n")))
+                let pitfalls: Vec<String> = r
+                    .primary_tool_slugs
+                    .iter()
+                    .flat_map(|tool| {
+                        infos
+                            .values()
+                            .filter_map(move |i| i.pitfalls.get(tool))
+                            .flatten()
+                            .map(move |p| format!("{tool}: {p}"))
+                    })
+                    .collect();
+                let notes = Notes {
+                    guidance: (!guidance.is_empty()).then(|| guidance.join("\n")),
+                    pitfalls: (!pitfalls.is_empty()).then_some(pitfalls),
+                };
+                (r.index, notes)
             })
             .collect()
     }
+}
+
+/// What the catalog says for one result.
+#[derive(Clone, Debug, Default)]
+pub struct Notes {
+    pub guidance: Option<String>,
+    pub pitfalls: Option<Vec<String>>,
 }
 
 /// The batch answer in the tool router's shape.
 pub fn session_search(
     batch: BatchResponse,
     session_id: &str,
-    guidance: &BTreeMap<u32, String>,
+    notes: &BTreeMap<u32, Notes>,
 ) -> SessionSearch {
     SessionSearch {
         success: batch.success,
@@ -276,7 +310,8 @@ pub fn session_search(
             .results
             .into_iter()
             .map(|r| SessionResult {
-                execution_guidance: guidance.get(&r.index).cloned(),
+                execution_guidance: notes.get(&r.index).and_then(|n| n.guidance.clone()),
+                known_pitfalls: notes.get(&r.index).and_then(|n| n.pitfalls.clone()),
                 index: r.index,
                 use_case: r.use_case,
                 primary_tool_slugs: r.primary_tool_slugs,
@@ -409,7 +444,9 @@ async fn create_session(
         .map_err(|e| ApiError::new(e, crate::rest::request_id(&headers)))?;
     let (call, project_id) = Call::begin(&state, &headers, &project)?;
     let body = call.body(&headers, body, SEARCH_BODY_LIMIT).await?;
-    let user_id = session_user(&body, call.ctx.user.as_deref()).map_err(|e| call.fail(e))?;
+    let names_users = names_users(&state, &call.ctx, &project_id);
+    let user_id =
+        session_user(&body, call.ctx.user.as_deref(), names_users).map_err(|e| call.fail(e))?;
     let created = state
         .router
         .create_session(&project_id, user_id)
@@ -418,10 +455,25 @@ async fn create_session(
     Ok(call.ok(created))
 }
 
-/// The session's user: the token's, or `user_id` of the body for a service caller (an empty body
-/// is `{}`). Other session fields of the reference are refused by name: nothing here would apply
-/// them.
-fn session_user(body: &[u8], caller: Option<&str>) -> Result<Option<String>, Error> {
+/// Whether the caller may act for any user of the project: the service credential, or an
+/// anonymous caller where nothing is authenticated at all (the loopback demo). An anonymous caller
+/// of a project that merely allows anonymous requests may not.
+fn names_users(state: &RestState, ctx: &RequestContext, project_id: &str) -> bool {
+    match ctx.kind {
+        CallerKind::ServiceToken => true,
+        CallerKind::Anonymous => !state.auth.enabled() && !state.auth.has_project_keys(project_id),
+        CallerKind::Jwt => false,
+    }
+}
+
+/// The session's user: the token's, or `user_id` of the body from a caller that `names_users`
+/// (an empty body is `{}`). Other session fields of the reference are refused by name: nothing
+/// here would apply them.
+fn session_user(
+    body: &[u8],
+    caller: Option<&str>,
+    names_users: bool,
+) -> Result<Option<String>, Error> {
     let object = if body.iter().all(u8::is_ascii_whitespace) {
         serde_json::Map::new()
     } else {
@@ -441,16 +493,21 @@ fn session_user(body: &[u8], caller: Option<&str>) -> Result<Option<String>, Err
         None | Some(Value::Null) => None,
         Some(Value::String(user)) => {
             validate_user_id("user_id", user)?;
-            Some(user.clone())
+            Some(principal::key(user))
         }
         Some(_) => return Err(Error::invalid("user_id", "must be a string".to_string())),
     };
     match (caller, given) {
-        (Some(caller), Some(given)) if caller != given => Err(Error::PermissionDenied(format!(
-            "a user token creates sessions for its own user only, not `{}`",
-            truncate(&given, 64)
-        ))),
-        (Some(caller), _) => Ok(Some(caller.to_string())),
+        (Some(caller), Some(given)) if !principal::same(caller, &given) => {
+            Err(Error::PermissionDenied(format!(
+                "a user token creates sessions for its own user only, not `{}`",
+                truncate(&given, 64)
+            )))
+        }
+        (Some(caller), _) => Ok(Some(principal::key(caller))),
+        (None, Some(_)) if !names_users => Err(Error::PermissionDenied(
+            "only the service credential creates sessions for a named user".into(),
+        )),
         (None, given) => Ok(given),
     }
 }
@@ -468,9 +525,14 @@ async fn search(
         .await
         .map_err(early)?;
     let (call, project_id) = Call::begin(&state, &headers, &session.project_id)?;
-    if let Some(caller) = call.ctx.user.as_deref()
-        && session.user_id.as_deref() != Some(caller)
-    {
+    // A user's session: that user's token, or a caller acting for any user. A session without a
+    // user: any caller of its project.
+    let allowed = match (&session.user_id, call.ctx.user.as_deref()) {
+        (None, _) => true,
+        (Some(owner), Some(caller)) => principal::same(owner, caller),
+        (Some(_), None) => names_users(&state, &call.ctx, &project_id),
+    };
+    if !allowed {
         return Err(call.fail(Error::PermissionDenied(
             "this session belongs to another user".into(),
         )));
@@ -493,11 +555,8 @@ async fn search(
         .search_batch(request, &ctx)
         .await
         .map_err(|e| call.fail(e))?;
-    let guidance = state
-        .router
-        .toolkit_guidance(&project, &batch.results)
-        .await;
-    Ok(call.ok(session_search(batch, &session.id, &guidance)))
+    let notes = state.router.result_notes(&project, &batch.results).await;
+    Ok(call.ok(session_search(batch, &session.id, &notes)))
 }
 
 #[cfg(test)]
@@ -516,27 +575,35 @@ mod tests {
 
     #[test]
     fn a_session_belongs_to_the_token_user_or_to_the_user_a_service_names() {
-        assert_eq!(session_user(b"", Some("ann")).unwrap(), Some("ann".into()));
-        assert_eq!(session_user(b"{}", None).unwrap(), None);
         assert_eq!(
-            session_user(br#"{"user_id": "bob"}"#, None).unwrap(),
-            Some("bob".into())
+            session_user(b"", Some("ann"), false).unwrap(),
+            Some("ann".into())
         );
+        assert_eq!(session_user(b"{}", None, false).unwrap(), None);
         assert_eq!(
-            session_user(br#"{"user_id": "ann"}"#, Some("ann")).unwrap(),
+            session_user(br#"{"user_id": "Bob@Example.com"}"#, None, true).unwrap(),
+            Some("bob@example.com".into())
+        );
+        // An anonymous caller of a project that allows them names nobody.
+        assert!(matches!(
+            session_user(br#"{"user_id": "bob"}"#, None, false),
+            Err(Error::PermissionDenied(_))
+        ));
+        assert_eq!(
+            session_user(br#"{"user_id": "ANN"}"#, Some("ann"), false).unwrap(),
             Some("ann".into())
         );
         assert!(matches!(
-            session_user(br#"{"user_id": "bob"}"#, Some("ann")),
+            session_user(br#"{"user_id": "bob"}"#, Some("ann"), true),
             Err(Error::PermissionDenied(_))
         ));
         let Err(Error::InvalidArgument { violations, .. }) =
-            session_user(br#"{"toolkits": ["gmail"]}"#, None)
+            session_user(br#"{"toolkits": ["gmail"]}"#, None, true)
         else {
             panic!("an unsupported field was accepted");
         };
         assert_eq!(violations[0].field, "toolkits");
-        assert!(session_user(br#"{"user_id": 7}"#, None).is_err());
+        assert!(session_user(br#"{"user_id": 7}"#, None, true).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Written by services with `PUT .../integrations`, kept in the metadata store, read through a
 //! per-router cache that lives as long as the placements' (`shards.metadata_cache_ms`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use agentsearch_common::{Error, FieldViolation, Result};
@@ -17,6 +17,12 @@ use crate::api::ToolkitConnectionStatus;
 pub const MAX_INTEGRATIONS: usize = 500;
 /// Characters of a description or of guidance.
 pub const MAX_TEXT: usize = 4000;
+/// The longest a search waits for integration information the cache does not hold.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
+/// Tools with pitfalls per integration, pitfalls per tool, characters per pitfall.
+pub const MAX_PITFALL_TOOLS: usize = 1000;
+pub const MAX_PITFALLS: usize = 20;
+pub const MAX_PITFALL_TEXT: usize = 1000;
 
 /// One integration's information as sent.
 #[derive(Debug, Default, Deserialize)]
@@ -25,6 +31,8 @@ pub struct RawIntegrationInfo {
     pub integration: Option<String>,
     pub description: Option<String>,
     pub guidance: Option<String>,
+    /// Known pitfalls of the integration's tools, by tool name.
+    pub pitfalls: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// `{"integrations": [...]}` as sent.
@@ -73,10 +81,46 @@ impl RawIntegrations {
                     ));
                 }
             }
+            let pitfalls = entry.pitfalls.unwrap_or_default();
+            if pitfalls.len() > MAX_PITFALL_TOOLS {
+                violations.push(FieldViolation::new(
+                    field("pitfalls"),
+                    format!("must name at most {MAX_PITFALL_TOOLS} tools"),
+                ));
+            }
+            for (tool, texts) in &pitfalls {
+                let at = format!(
+                    "{}.{}",
+                    field("pitfalls"),
+                    agentsearch_common::ids::truncate(tool, 64)
+                );
+                if tool.is_empty() || tool.len() > 128 {
+                    violations.push(FieldViolation::new(
+                        at.clone(),
+                        "a tool name of 1 to 128 characters",
+                    ));
+                }
+                if texts.is_empty() || texts.len() > MAX_PITFALLS {
+                    violations.push(FieldViolation::new(
+                        at.clone(),
+                        format!("must hold 1 to {MAX_PITFALLS} pitfalls"),
+                    ));
+                }
+                if texts
+                    .iter()
+                    .any(|t| t.trim().is_empty() || t.chars().count() > MAX_PITFALL_TEXT)
+                {
+                    violations.push(FieldViolation::new(
+                        at,
+                        format!("each pitfall must be 1 to {MAX_PITFALL_TEXT} characters"),
+                    ));
+                }
+            }
             out.push(IntegrationInfo {
                 integration,
                 description,
                 guidance,
+                pitfalls,
             });
         }
         if violations.is_empty() {
@@ -102,8 +146,8 @@ impl Router {
         Ok(infos.len())
     }
 
-    /// What the catalog says of `integrations`, by integration (cached; a store failure answers
-    /// what is cached, or nothing).
+    /// What the catalog says of `integrations`, by integration (cached; a store that fails or
+    /// takes longer than [`LOOKUP_TIMEOUT`] answers what is cached, or nothing).
     pub(crate) async fn integration_infos(
         &self,
         project_id: &str,
@@ -128,7 +172,17 @@ impl Router {
         if missing.is_empty() {
             return out;
         }
-        match self.store.integration_info(project_id, &missing).await {
+        let read = tokio::time::timeout(
+            LOOKUP_TIMEOUT,
+            self.store.integration_info(project_id, &missing),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(agentsearch_store::StoreError::Unavailable(
+                "reading integration information timed out".into(),
+            ))
+        });
+        match read {
             Ok(found) => {
                 let mut found: HashMap<String, IntegrationInfo> = found
                     .into_iter()
@@ -144,7 +198,22 @@ impl Router {
                     cache.insert((project_id.to_string(), integration), (now, info));
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "reading integration information failed"),
+            Err(err) => {
+                tracing::warn!(error = %err, "reading integration information failed");
+                // What was known stays in use (expired or not) until the store answers again;
+                // searches do not wait on it meanwhile.
+                let now = Instant::now();
+                let mut cache = self.toolkit_cache.lock();
+                for integration in missing {
+                    let entry = cache
+                        .entry((project_id.to_string(), integration.clone()))
+                        .or_insert((now, None));
+                    entry.0 = now;
+                    if let Some(info) = &entry.1 {
+                        out.insert(integration, info.clone());
+                    }
+                }
+            }
         }
         out
     }
@@ -187,6 +256,7 @@ mod tests {
                         integration: Some(i.into()),
                         description: Some(d.into()),
                         guidance: Some(g.into()),
+                        pitfalls: None,
                     })
                     .collect(),
             ),
@@ -217,6 +287,22 @@ mod tests {
             assert!(named.contains(&field), "{field} not named: {named:?}");
         }
         assert!(RawIntegrations::default().validate().is_err());
+        let mut bad = raw(vec![("gmail", "", "")]);
+        bad.integrations.as_mut().unwrap()[0].pitfalls = Some(BTreeMap::from([
+            ("GMAIL_SEND_EMAIL".to_string(), vec![" ".to_string()]),
+            ("GMAIL_LIST".to_string(), Vec::new()),
+        ]));
+        let Err(Error::InvalidArgument { violations, .. }) = bad.validate() else {
+            panic!("empty pitfalls accepted");
+        };
+        let named: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            named,
+            [
+                "integrations[0].pitfalls.GMAIL_LIST",
+                "integrations[0].pitfalls.GMAIL_SEND_EMAIL"
+            ]
+        );
         assert!(raw(vec![]).validate().is_err());
     }
 }

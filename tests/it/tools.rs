@@ -2520,7 +2520,9 @@ async fn tool_router_sessions_answer_in_the_reference_shape() {
         &project_path("/integrations"),
         Some(SERVICE_TOKEN),
         r#"{"integrations": [{"integration": "gmail", "description": "Google's email service.",
-            "guidance": "Search the thread before replying to it."}]}"#,
+            "guidance": "Search the thread before replying to it.",
+            "pitfalls": {"GMAIL_SEND_EMAIL": ["`to` takes addresses, not contact names."],
+                         "GMAIL_LIST_LABELS": ["System labels are upper case."]}}]}"#,
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -2615,6 +2617,12 @@ async fn tool_router_sessions_answer_in_the_reference_shape() {
     assert_eq!(
         result["execution_guidance"],
         "gmail: Search the thread before replying to it."
+    );
+    // Pitfalls of the primary tools only.
+    assert!(primary.contains(&"GMAIL_SEND_EMAIL"), "{answer}");
+    assert_eq!(
+        result["known_pitfalls"],
+        json!(["GMAIL_SEND_EMAIL: `to` takes addresses, not contact names."])
     );
     insta::assert_json_snapshot!("tool_router_search", redact(reply.json.clone()));
     // The camelCase multi-query route describes the toolkit too.

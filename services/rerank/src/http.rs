@@ -30,10 +30,16 @@ pub struct HttpReranker {
     client: HttpClient,
 }
 
+/// Texts per request: text-embeddings-inference refuses more than its `max_client_batch_size`,
+/// 32 unless its operator raised it. Larger lists go as several requests at once.
+pub const TEXTS_PER_REQUEST: usize = 32;
+
 #[derive(Serialize)]
 struct RerankRequest<'a> {
     query: &'a str,
     texts: &'a [String],
+    /// Texts longer than the model's input are cut rather than refused.
+    truncate: bool,
 }
 
 /// One entry of TEI's answer.
@@ -106,11 +112,22 @@ impl Reranker for HttpReranker {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let body = serde_json::to_vec(&RerankRequest { query, texts })
+        let calls = texts.chunks(TEXTS_PER_REQUEST).map(|chunk| async move {
+            let body = serde_json::to_vec(&RerankRequest {
+                query,
+                texts: chunk,
+                truncate: true,
+            })
             .map_err(|e| RerankError::Config(format!("request body: {e}")))?;
-        tokio::time::timeout(timeout.min(self.timeout), self.call(body, texts.len()))
-            .await
-            .map_err(|_| RerankError::Timeout)?
+            self.call(body, chunk.len()).await
+        });
+        let answers = tokio::time::timeout(
+            timeout.min(self.timeout),
+            futures::future::try_join_all(calls),
+        )
+        .await
+        .map_err(|_| RerankError::Timeout)??;
+        Ok(answers.into_iter().flatten().collect())
     }
 }
 
@@ -291,11 +308,18 @@ mod tests {
         assert_eq!(scores, vec![0.1, 0.3, 0.2, 0.4]);
         let body = seen.0.lock().unwrap().clone().unwrap();
         let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["query", "texts"]);
+        assert_eq!(keys, ["query", "texts", "truncate"]);
         assert_eq!(
             body,
-            json!({"query": "q", "texts": ["a", "bbb", "cc", "dddd"]})
+            json!({"query": "q", "texts": ["a", "bbb", "cc", "dddd"], "truncate": true})
         );
+        // More texts than one request takes: several requests, scores in input order.
+        let many: Vec<String> = (0..70).map(|i| "x".repeat(i + 1)).collect();
+        let scores = reranker.rerank("q", &many, LONG).await.unwrap();
+        let expected: Vec<f32> = (0..70).map(|i| (i + 1) as f32 / 10.0).collect();
+        assert_eq!(scores, expected);
+        let last = seen.0.lock().unwrap().clone().unwrap();
+        assert!(last["texts"].as_array().unwrap().len() <= TEXTS_PER_REQUEST);
         // No texts: no call.
         *seen.0.lock().unwrap() = None;
         assert!(reranker.rerank("q", &[], LONG).await.unwrap().is_empty());

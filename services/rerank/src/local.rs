@@ -14,9 +14,13 @@ use crate::{RerankError, Reranker, Result};
 ///
 /// Each call runs on tokio's blocking pool, bounded by its timeout. A call that times out returns
 /// [`RerankError::Timeout`] at once, but its computation cannot be interrupted: it finishes in the
-/// background, holding a blocking thread and CPU until then, and its scores are dropped.
+/// background, holding a blocking thread and CPU until then, and its scores are dropped. One
+/// computation runs at a time (it spreads over the encoder's threads already): a call that finds
+/// one running, finished or abandoned, is refused as [`RerankError::Unavailable`] at once rather
+/// than queued, so load never builds a backlog of CPU work.
 pub struct LocalReranker {
     encoder: Arc<CrossEncoder>,
+    running: Arc<tokio::sync::Semaphore>,
 }
 
 impl LocalReranker {
@@ -32,6 +36,7 @@ impl LocalReranker {
     pub fn new(encoder: CrossEncoder) -> Self {
         Self {
             encoder: Arc::new(encoder),
+            running: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -50,9 +55,14 @@ impl Reranker for LocalReranker {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let permit = self.running.clone().try_acquire_owned().map_err(|_| {
+            RerankError::Unavailable("the local reranker is busy with another request".into())
+        })?;
         let encoder = self.encoder.clone();
         let (query, texts) = (query.to_string(), texts.to_vec());
         let task = tokio::task::spawn_blocking(move || {
+            // Held until the computation ends, even when the caller has stopped waiting.
+            let _permit = permit;
             let passages: Vec<&str> = texts.iter().map(String::as_str).collect();
             encoder.score(&query, &passages)
         });
@@ -129,6 +139,12 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, RerankError::Timeout), "{err}");
+        // The abandoned computation still runs: the next call is refused, not queued.
+        let busy = reranker
+            .rerank("q", &texts[..1], Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(busy, RerankError::Unavailable(_)), "{busy}");
     }
 
     #[test]

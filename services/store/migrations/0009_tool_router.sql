@@ -14,11 +14,13 @@ CREATE TABLE IF NOT EXISTS tool_router_sessions (
 CREATE INDEX IF NOT EXISTS tool_router_sessions_by_expiry ON tool_router_sessions (expires_at);
 
 -- integration_info: what a project's catalog says of one integration beside its tools, shown to
--- agents: a description and usage guidance (either may be empty).
+-- agents: a description and usage guidance (either may be empty), and known pitfalls of its tools
+-- (a JSON object: tool name -> list of texts).
 CREATE TABLE IF NOT EXISTS integration_info (
     project_id   TEXT NOT NULL,
     integration  TEXT NOT NULL,
     description  TEXT NOT NULL,
     guidance     TEXT NOT NULL,
+    pitfalls     TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (project_id, integration)
 );

@@ -14,6 +14,7 @@ mod pg_tls;
 mod postgres;
 mod sqlite;
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use pg_tls::PgTls;
@@ -214,6 +215,18 @@ pub struct IntegrationInfo {
     pub description: String,
     /// How agents should use the integration; may be empty.
     pub guidance: String,
+    /// Known pitfalls of its tools, by tool name.
+    pub pitfalls: BTreeMap<String, Vec<String>>,
+}
+
+/// Pitfalls as the store keeps them (a JSON object).
+pub(crate) fn pitfalls_text(pitfalls: &BTreeMap<String, Vec<String>>) -> String {
+    serde_json::to_string(pitfalls).unwrap_or_else(|_| "{}".to_string())
+}
+
+/// Pitfalls from the store's text (an unreadable one reads as none).
+pub(crate) fn pitfalls_of(text: &str) -> BTreeMap<String, Vec<String>> {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// The `kind` of a [`StaleReplica`] of an integration's index.
@@ -1057,6 +1070,17 @@ pub mod conformance {
             integration: integration.into(),
             description: description.into(),
             guidance: guidance.into(),
+            pitfalls: if guidance.is_empty() {
+                BTreeMap::new()
+            } else {
+                BTreeMap::from([(
+                    format!("{}_TOOL", integration.to_uppercase()),
+                    vec![
+                        format!("{guidance} (pitfall)"),
+                        "a second \"one\"".to_string(),
+                    ],
+                )])
+            },
         };
         // Empty input is a no-op.
         store.put_integration_info(p, &[]).await.unwrap();

@@ -1672,10 +1672,12 @@ impl MetadataStore for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         let stmt = tx
             .prepare_cached(
-                "INSERT INTO integration_info (project_id, integration, description, guidance)
-                 VALUES ($1, $2, $3, $4)
+                "INSERT INTO integration_info
+                     (project_id, integration, description, guidance, pitfalls)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (project_id, integration)
-                 DO UPDATE SET description = excluded.description, guidance = excluded.guidance",
+                 DO UPDATE SET description = excluded.description, guidance = excluded.guidance,
+                               pitfalls = excluded.pitfalls",
             )
             .await
             .map_err(backend)?;
@@ -1687,6 +1689,7 @@ impl MetadataStore for PgStore {
                     &info.integration,
                     &info.description,
                     &info.guidance,
+                    &crate::pitfalls_text(&info.pitfalls),
                 ],
             )
             .await
@@ -1706,7 +1709,7 @@ impl MetadataStore for PgStore {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached(
-                "SELECT integration, description, guidance FROM integration_info
+                "SELECT integration, description, guidance, pitfalls FROM integration_info
                  WHERE project_id = $1 AND integration = ANY($2)",
             )
             .await
@@ -1721,6 +1724,7 @@ impl MetadataStore for PgStore {
                 integration: r.get(0),
                 description: r.get(1),
                 guidance: r.get(2),
+                pitfalls: crate::pitfalls_of(r.get(3)),
             })
             .collect();
         sort_integration_infos(&mut infos);

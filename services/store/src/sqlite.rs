@@ -1535,13 +1535,21 @@ impl MetadataStore for SqliteStore {
             let tx = c.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(
-                    "INSERT INTO integration_info (project_id, integration, description, guidance)
-                     VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO integration_info
+                         (project_id, integration, description, guidance, pitfalls)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (project_id, integration)
-                     DO UPDATE SET description = excluded.description, guidance = excluded.guidance",
+                     DO UPDATE SET description = excluded.description, guidance = excluded.guidance,
+                                   pitfalls = excluded.pitfalls",
                 )?;
                 for info in &infos {
-                    stmt.execute(params![p, info.integration, info.description, info.guidance])?;
+                    stmt.execute(params![
+                        p,
+                        info.integration,
+                        info.description,
+                        info.guidance,
+                        crate::pitfalls_text(&info.pitfalls)
+                    ])?;
                 }
             }
             tx.commit()
@@ -1561,7 +1569,7 @@ impl MetadataStore for SqliteStore {
         let mut infos = self
             .with(move |c| {
                 c.prepare_cached(
-                    "SELECT integration, description, guidance FROM integration_info
+                    "SELECT integration, description, guidance, pitfalls FROM integration_info
                      WHERE project_id = ?1 AND integration IN (SELECT value FROM json_each(?2))",
                 )?
                 .query_map(params![p, integrations], |r| {
@@ -1569,6 +1577,7 @@ impl MetadataStore for SqliteStore {
                         integration: r.get(0)?,
                         description: r.get(1)?,
                         guidance: r.get(2)?,
+                        pitfalls: crate::pitfalls_of(&r.get::<_, String>(3)?),
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()
