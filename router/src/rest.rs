@@ -97,6 +97,10 @@ fn rest_app(state: RestState) -> AxumRouter {
             "/api/tools/projects/{project_id}/integrations",
             put(put_integrations),
         )
+        .route(
+            "/api/tools/projects/{project_id}/integrations/{integration}",
+            axum::routing::delete(delete_integration),
+        )
         .merge(crate::rest_context::routes())
         .merge(crate::tool_router::routes())
         .merge(crate::rest_admin::routes())
@@ -572,6 +576,21 @@ async fn put_integrations(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(serde_json::json!({"upserted": written})))
+}
+
+async fn delete_integration(
+    State(state): State<RestState>,
+    Path((project_id, integration)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (call, project_id) = Call::begin(&state, &headers, &project_id)?;
+    call.ctx.require_service().map_err(|e| call.fail(e))?;
+    let deleted = state
+        .router
+        .delete_integration_info(&project_id, &integration)
+        .await
+        .map_err(|e| call.fail(e))?;
+    Ok(call.ok(serde_json::json!({"deleted": deleted})))
 }
 
 async fn delete_tools(

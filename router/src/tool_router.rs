@@ -348,13 +348,13 @@ pub fn session_search(
 fn session_toolkit(s: ToolkitConnectionStatus) -> SessionToolkit {
     let active: Vec<&ConnectedAccount> =
         s.accounts.iter().filter(|a| a.status == "active").collect();
-    let mut connected: Vec<String> = active
+    // Default first; an account is either default or not, so none comes twice.
+    let connected: Vec<String> = active
         .iter()
         .filter(|a| a.is_default)
         .chain(active.iter().filter(|a| !a.is_default))
         .map(|a| a.id.clone())
         .collect();
-    connected.dedup();
     SessionToolkit {
         connection_details: s
             .has_active_connection

@@ -1,6 +1,6 @@
 //! What a project's catalog says of its integrations beside their tools: a description (shown in
 //! connection statuses) and guidance for agents (a tool-router search's `execution_guidance`).
-//! Written by services with `PUT .../integrations`, kept in the metadata store, read through a
+//! Written by services with `PUT .../integrations` (and `DELETE .../integrations/{integration}`), kept in the metadata store, read through a
 //! per-router cache that lives as long as the placements' (`shards.metadata_cache_ms`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -144,6 +144,22 @@ impl Router {
             cache.remove(&(project_id.to_string(), info.integration.clone()));
         }
         Ok(infos.len())
+    }
+
+    /// Forgets what the catalog says of one integration; returns whether it said something.
+    pub async fn delete_integration_info(
+        &self,
+        project_id: &str,
+        integration: &str,
+    ) -> Result<bool> {
+        let deleted = self
+            .store
+            .delete_integration_info(project_id, integration)
+            .await?;
+        self.toolkit_cache
+            .lock()
+            .remove(&(project_id.to_string(), integration.to_string()));
+        Ok(deleted)
     }
 
     /// What the catalog says of `integrations`, by integration (cached; a store that fails or

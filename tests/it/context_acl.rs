@@ -64,15 +64,11 @@ const DOMAINS: [&str; 6] = [
 const GROUP_IDS: [&str; 5] = ["eng", "Eng", "ENG", "ops", "Ops"];
 
 /// A small deterministic generator (splitmix64), so a failure reproduces from its seed.
-struct Rng(u64);
+struct Rng(agentsearch_common::splitmix::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
@@ -268,7 +264,7 @@ async fn run_seed(store: StoreKind, seed: u64) {
     settings.context.candidates = POOL;
     let cluster = Cluster::start_custom(2, settings, store, keyed_auth(false)).await;
     let grpc = cluster.grpc;
-    let mut rng = Rng(seed);
+    let mut rng = Rng(agentsearch_common::splitmix::SplitMix64(seed));
     let dim = embedder().dim();
 
     let syncs = [

@@ -2703,4 +2703,18 @@ async fn tool_router_sessions_answer_in_the_reference_shape() {
     )
     .await;
     assert_error(&reply, 403, "PERMISSION_DENIED");
+    // What the catalog says of an integration can be taken back.
+    let path = project_path("/integrations/gmail");
+    let reply = call(addr, "DELETE", &path, Some(SERVICE_TOKEN), "").await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["deleted"], true);
+    let reply = call(addr, "DELETE", &path, Some(SERVICE_TOKEN), "").await;
+    assert_eq!(reply.json["deleted"], false);
+    let reply = call(addr, "POST", &search, Some(&alice), body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.json["results"][0].get("execution_guidance").is_none(),
+        "{}",
+        reply.text
+    );
 }

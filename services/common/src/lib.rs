@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod principal;
 pub mod segment;
 pub mod shard;
+pub mod splitmix;
 pub mod telemetry;
 pub mod tool;
 

@@ -163,10 +163,6 @@ impl CrossEncoder {
         self
     }
 
-    pub fn threads(&self) -> usize {
-        self.threads
-    }
-
     /// Word pieces a pair is truncated to.
     pub fn max_tokens(&self) -> usize {
         self.max_tokens

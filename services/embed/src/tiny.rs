@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
+use agentsearch_common::splitmix::SplitMix64;
 use serde_json::{Value, json};
 
 /// Hidden units of the tiny model.
@@ -141,34 +142,22 @@ fn tokenizer() -> Value {
     })
 }
 
-/// splitmix64: a tiny, seedable generator of uniform floats.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[-scale, scale)`.
-    fn uniform(&mut self, scale: f32) -> f32 {
-        let unit = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-        (2.0 * unit - 1.0) * scale
-    }
+/// Uniform in `[-scale, scale)`.
+fn uniform(rng: &mut SplitMix64, scale: f32) -> f32 {
+    (2.0 * rng.unit() as f32 - 1.0) * scale
 }
 
 /// The tensors of a tiny `BertForSequenceClassification` with `labels` labels, their values
 /// drawn from `seed`. Linear weights are scaled so activations stay near unit variance and the
 /// scores spread out.
 pub(crate) fn weights(seed: u64, labels: usize) -> Weights {
-    let mut rng = Rng(seed ^ 0x005e_ed0f_7e57);
+    let mut rng = SplitMix64(seed ^ 0x005e_ed0f_7e57);
     let mut out = Weights::new();
     let mut put = |name: String, shape: Vec<usize>, scale: f32, offset: f32| {
         let count = shape.iter().product();
-        let values = (0..count).map(|_| offset + rng.uniform(scale)).collect();
+        let values = (0..count)
+            .map(|_| offset + uniform(&mut rng, scale))
+            .collect();
         out.insert(name, (shape, values));
     };
     let linear = |inputs: usize| (3.0 / inputs as f32).sqrt();
