@@ -49,6 +49,7 @@ pub fn settings(config: &Config) -> RouterSettings {
         metadata_cache: std::time::Duration::from_millis(config.shards.metadata_cache_ms),
         auto_rebalance: config.shards.auto_rebalance,
         tool_router: config.tool_router.clone(),
+        plans: config.plans.clone(),
     }
 }
 

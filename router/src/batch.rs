@@ -19,6 +19,7 @@ use crate::api::{
     MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K, SearchError, ToolResult, ToolkitConnectionStatus,
     Trace, Usage, range, retrieval_mode, slugs,
 };
+use crate::plan_match::RecommendedPlan;
 use crate::search::{
     Candidate, RankQuery, Ranked, RequestContext, TraceRecorder, query_result, sorted_unique,
 };
@@ -631,6 +632,10 @@ pub struct BatchResult {
     /// The query's usage (absent when it failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// A plan recorded for a similar use case (`recommendedPlanSteps`, `planId`, `difficulty`,
+    /// `planNotes`, `planPitfalls`), when one is close enough; see [`crate::plan_match`].
+    #[serde(flatten)]
+    pub plan: Option<RecommendedPlan>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -722,7 +727,15 @@ impl Router {
                 (ranked, query_trace.finish())
             }
         });
-        let outcomes = join_all(runs).await;
+        // The project's plans are read while the queries rank.
+        let plans_read = async {
+            if self.settings.plans.enabled {
+                self.project_plans(&req.project_id).await
+            } else {
+                None
+            }
+        };
+        let (outcomes, plans) = tokio::join!(join_all(runs), plans_read);
         let mut ranked: Vec<Option<Ranked>> = Vec::new();
         let mut failures: Vec<(usize, String)> = Vec::new();
         for (i, (outcome, query_trace)) in outcomes.into_iter().enumerate() {
@@ -741,6 +754,14 @@ impl Router {
             }
         }
         trace.last = Instant::now();
+        let has_plans = plans.as_ref().is_some_and(|p| !p.is_empty());
+        let deadline = started + Duration::from_millis(self.settings.search.deadline_ms);
+        let mut recommended = self
+            .recommend_plans(plans, &req, &connected, &ranked, &ctx.request_id, deadline)
+            .await;
+        if has_plans {
+            trace.step("plans");
+        }
 
         let empty: Vec<Candidate> = Vec::new();
         let pools: Vec<&Vec<Candidate>> = ranked
@@ -778,6 +799,7 @@ impl Router {
                     error,
                     errors: Vec::new(),
                     usage: None,
+                    plan: None,
                 });
                 continue;
             };
@@ -821,6 +843,7 @@ impl Router {
                 error: None,
                 errors: r.errors.clone(),
                 usage: Some(query_usage),
+                plan: recommended[i].take(),
             });
         }
         trace.step("assemble");

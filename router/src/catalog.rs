@@ -49,6 +49,8 @@ pub struct UpsertOutcome {
 pub struct DeleteOutcome {
     pub deleted: u32,
     pub not_found: u32,
+    /// Recorded plans deleted because they named a deleted tool.
+    pub plans_deleted: u32,
 }
 
 /// A validated, embedded batch, ready to be written ([`Router::prepare_upsert`]).
@@ -197,6 +199,7 @@ impl Router {
         .await;
         self.invalidate_placements(project_id);
         self.invalidate_stale(project_id);
+        self.invalidate_plans(project_id);
         outcome
     }
 

@@ -133,7 +133,8 @@ impl CatalogWrite {
     }
 
     /// Deletes tools (`names` distinct): pending entries, every replica of every integration that
-    /// may hold a copy, then the entries.
+    /// may hold a copy, then the entries, then the recorded plans naming any of the names (all of
+    /// them, found or not, so a retry after a failure here still deletes those plans).
     pub(crate) async fn delete(&self, names: Vec<String>) -> Result<DeleteOutcome> {
         let project_id = self.project_id.as_str();
         let found = self.store.catalog_entries(project_id, &names).await?;
@@ -157,9 +158,19 @@ impl CatalogWrite {
             .store
             .delete_catalog_entries(project_id, &found_names)
             .await?;
+        let plans = self.store.delete_plans_naming(project_id, &names).await?;
+        if !plans.is_empty() {
+            tracing::info!(
+                request_id = %self.request_id,
+                project_id,
+                plans = ?plans,
+                "plans deleted with their tools"
+            );
+        }
         Ok(DeleteOutcome {
             deleted: deleted as u32,
             not_found: (names.len() - found.len()) as u32,
+            plans_deleted: plans.len() as u32,
         })
     }
 

@@ -278,14 +278,30 @@ impl ToolSearch for PublicGrpc {
             results: response
                 .results
                 .into_iter()
-                .map(|b| pb::BatchResult {
-                    index: b.index,
-                    use_case: b.use_case,
-                    primary_tool_slugs: b.primary_tool_slugs,
-                    related_tool_slugs: b.related_tool_slugs,
-                    toolkits: b.toolkits,
-                    error: b.error,
-                    usage: b.usage.map(usage_to_proto),
+                .map(|b| {
+                    let plan = b.plan;
+                    pb::BatchResult {
+                        index: b.index,
+                        use_case: b.use_case,
+                        primary_tool_slugs: b.primary_tool_slugs,
+                        related_tool_slugs: b.related_tool_slugs,
+                        toolkits: b.toolkits,
+                        error: b.error,
+                        usage: b.usage.map(usage_to_proto),
+                        plan_id: plan.as_ref().map(|p| p.plan_id.clone()),
+                        difficulty: plan.as_ref().map(|p| p.difficulty.clone()),
+                        plan_notes: plan
+                            .as_ref()
+                            .map(|p| p.plan_notes.clone())
+                            .filter(|n| !n.is_empty()),
+                        plan_pitfalls: plan
+                            .as_ref()
+                            .map(|p| p.plan_pitfalls.clone())
+                            .unwrap_or_default(),
+                        recommended_plan_steps: plan
+                            .map(|p| p.recommended_plan_steps)
+                            .unwrap_or_default(),
+                    }
                 })
                 .collect(),
             toolkit_connection_statuses: response
@@ -809,6 +825,7 @@ impl ToolCatalog for PublicGrpc {
         Ok(Response::new(pb::DeleteToolsResponse {
             deleted: outcome.deleted,
             not_found: outcome.not_found,
+            plans_deleted: outcome.plans_deleted,
         }))
     }
 }

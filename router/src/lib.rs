@@ -25,6 +25,8 @@ pub mod mcp;
 pub mod membership;
 pub mod meta_tools;
 pub mod placement;
+pub mod plan_match;
+pub mod plans;
 mod quorum;
 pub mod repair;
 mod replicas;
@@ -36,6 +38,7 @@ pub mod rest_context;
 pub mod rest_guard;
 mod rest_limits;
 mod rest_metrics;
+mod rest_plans;
 pub mod search;
 pub mod server;
 pub mod shards;
@@ -80,6 +83,8 @@ pub struct RouterSettings {
     pub auto_rebalance: bool,
     /// Sessions of the tool-router-compatible routes (`[tool_router]`).
     pub tool_router: agentsearch_common::config::ToolRouterConfig,
+    /// Recommendations of recorded plans (`[plans]`).
+    pub plans: agentsearch_common::config::PlansConfig,
 }
 
 /// The router's domain service, shared by the gRPC and REST adapters.
@@ -117,6 +122,10 @@ pub struct Router {
     /// Tool-router sessions read from the store (they never change; their expiry is checked on
     /// use).
     sessions: moka::sync::Cache<String, Arc<agentsearch_store::ToolRouterSession>>,
+    /// Each project's recommendable plans, indexed, with when they were read.
+    plan_cache: moka::sync::Cache<String, plans::PlanCacheEntry>,
+    /// Grows with every invalidation of `plan_cache`.
+    plan_version: std::sync::atomic::AtomicU64,
 }
 
 type ToolkitCache =
@@ -144,6 +153,8 @@ impl Router {
                 .max_capacity(100_000)
                 .time_to_idle(Duration::from_secs(3600))
                 .build(),
+            plan_cache: plans::plan_cache(),
+            plan_version: std::sync::atomic::AtomicU64::new(0),
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
             stale_version: std::sync::atomic::AtomicU64::new(0),

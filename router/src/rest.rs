@@ -101,6 +101,7 @@ fn rest_app(state: RestState) -> AxumRouter {
             "/api/tools/projects/{project_id}/integrations/{integration}",
             axum::routing::delete(delete_integration),
         )
+        .merge(crate::rest_plans::routes())
         .merge(crate::rest_context::routes())
         .merge(crate::tool_router::routes())
         .merge(crate::rest_admin::routes())
@@ -614,7 +615,11 @@ async fn delete_tools(
         .delete_tools(&project_id, names, &call.request_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({"deleted": outcome.deleted, "notFound": outcome.not_found})))
+    Ok(call.ok(serde_json::json!({
+        "deleted": outcome.deleted,
+        "notFound": outcome.not_found,
+        "plansDeleted": outcome.plans_deleted,
+    })))
 }
 
 /// `POST .../tools/feedback`: `{"requestId": "...", "calledTools": ["NAME", ...]}`.

@@ -23,6 +23,8 @@ pub const BATCH_BODY_LIMIT: usize = 4 * 1024 * 1024;
 pub const CONNECTIONS_BODY_LIMIT: usize = 1024 * 1024;
 /// Body limit of tool feedback (a request id and up to 50 tool names).
 pub const FEEDBACK_BODY_LIMIT: usize = 64 * 1024;
+/// Body limit of a recorded plan (a use case, up to 32 tool names, notes and 16 pitfalls).
+pub const PLAN_BODY_LIMIT: usize = 64 * 1024;
 /// Body limit of catalog and record ingest (a batch of 1000 tools with large schemas fits).
 pub const INGEST_BODY_LIMIT: usize = 32 * 1024 * 1024;
 /// Bodies larger than this are parsed and validated off the async runtime.

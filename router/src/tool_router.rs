@@ -80,15 +80,26 @@ pub struct SessionSearch {
 pub struct SessionResult {
     pub index: u32,
     pub use_case: String,
-    /// The catalog's guidance for the query's toolkits, when it has some.
+    /// What a recommended plan says (its record and steps, its notes), then the catalog's
+    /// guidance for the query's toolkits, when there is any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_guidance: Option<String>,
-    /// The catalog's known pitfalls of the primary tools (`TOOL: text`), when it has some.
+    /// The recommended plan's difficulty (see [`crate::plans::difficulty`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difficulty: Option<String>,
+    /// The recommended plan's tools, in the order to run them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recommended_plan_steps: Option<Vec<String>>,
+    /// The catalog's known pitfalls of the primary tools (`TOOL: text`), then the recommended
+    /// plan's, when there are any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub known_pitfalls: Option<Vec<String>>,
     pub primary_tool_slugs: Vec<String>,
     pub related_tool_slugs: Vec<String>,
     pub toolkits: Vec<String>,
+    /// The recommended plan's id (`pln_...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_id: Option<String>,
     pub error: Option<String>,
 }
 
@@ -309,16 +320,7 @@ pub fn session_search(
         results: batch
             .results
             .into_iter()
-            .map(|r| SessionResult {
-                execution_guidance: notes.get(&r.index).and_then(|n| n.guidance.clone()),
-                known_pitfalls: notes.get(&r.index).and_then(|n| n.pitfalls.clone()),
-                index: r.index,
-                use_case: r.use_case,
-                primary_tool_slugs: r.primary_tool_slugs,
-                related_tool_slugs: r.related_tool_slugs,
-                toolkits: r.toolkits,
-                error: r.error,
-            })
+            .map(|r| session_result(r, notes))
             .collect(),
         toolkit_connection_statuses: batch
             .toolkit_connection_statuses
@@ -342,6 +344,32 @@ pub fn session_search(
             .into_iter()
             .map(|step| step.replace("approvalRequired", "approval_required"))
             .collect(),
+    }
+}
+
+/// One result in the tool router's shape: the catalog's notes for it and its recommended plan.
+fn session_result(r: BatchResult, notes: &BTreeMap<u32, Notes>) -> SessionResult {
+    let notes = notes.get(&r.index).cloned().unwrap_or_default();
+    let mut guidance: Vec<String> = Vec::new();
+    let mut pitfalls: Vec<String> = notes.pitfalls.unwrap_or_default();
+    if let Some(plan) = &r.plan {
+        guidance.push(plan.guidance());
+        pitfalls.extend(plan.plan_pitfalls.iter().cloned());
+    }
+    guidance.extend(notes.guidance);
+    let plan = r.plan;
+    SessionResult {
+        execution_guidance: (!guidance.is_empty()).then(|| guidance.join("\n")),
+        difficulty: plan.as_ref().map(|p| p.difficulty.clone()),
+        known_pitfalls: (!pitfalls.is_empty()).then_some(pitfalls),
+        index: r.index,
+        use_case: r.use_case,
+        primary_tool_slugs: r.primary_tool_slugs,
+        related_tool_slugs: r.related_tool_slugs,
+        toolkits: r.toolkits,
+        plan_id: plan.as_ref().map(|p| p.plan_id.clone()),
+        recommended_plan_steps: plan.map(|p| p.recommended_plan_steps),
+        error: r.error,
     }
 }
 

@@ -16,6 +16,7 @@ mod limits;
 mod membership;
 mod metrics;
 mod omissions;
+mod plans;
 mod principals;
 mod replication;
 mod rerank;

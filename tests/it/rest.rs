@@ -318,7 +318,7 @@ async fn catalog_over_rest() {
     assert_eq!(status, 200);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&response).unwrap(),
-        serde_json::json!({"deleted": 1, "notFound": 1})
+        serde_json::json!({"deleted": 1, "notFound": 1, "plansDeleted": 0})
     );
     let (_, json) = post(
         &rest,

@@ -162,6 +162,7 @@ pub fn settings() -> RouterSettings {
         metadata_cache: Duration::from_millis(config.shards.metadata_cache_ms),
         auto_rebalance: false,
         tool_router: config.tool_router,
+        plans: config.plans,
     }
 }
 

@@ -170,6 +170,7 @@ TOML integer, which the loader accepts for float keys too; other numbers as floa
   "log" (default (dict) $c.log)
   "telemetry" (default (dict) $c.telemetry)
   "rerank" (default (dict) $c.rerank)
+  "plans" (default (dict) $c.plans)
 -}}
 {{- if $projects -}}
 {{- $_ := set $config "auth" (dict "projects" $projects) -}}

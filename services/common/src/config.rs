@@ -49,6 +49,7 @@ pub struct Config {
     pub hydration: HydrationConfig,
     pub rerank: RerankConfig,
     pub tool_router: ToolRouterConfig,
+    pub plans: PlansConfig,
 }
 
 impl Default for Config {
@@ -71,6 +72,7 @@ impl Default for Config {
             telemetry: TelemetryConfig::default(),
             rerank: RerankConfig::default(),
             tool_router: ToolRouterConfig::default(),
+            plans: PlansConfig::default(),
             hydration: HydrationConfig::default(),
         }
     }
@@ -409,6 +411,27 @@ impl Default for ToolRouterConfig {
         Self {
             session_ttl_secs: 86_400,
             default_project: None,
+        }
+    }
+}
+
+/// Recorded plans (`[plans]`): what worked for a use case, recommended to multi-query searches
+/// whose use case is close to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlansConfig {
+    /// Searches recommend recorded plans (plans are recorded, listed and deleted either way).
+    pub enabled: bool,
+    /// The least cosine similarity between a query's use case and the best ranked plan's for
+    /// the plan to be recommended (0..=1).
+    pub min_similarity: f64,
+}
+
+impl Default for PlansConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_similarity: 0.8,
         }
     }
 }
@@ -1085,6 +1108,12 @@ impl Config {
             errors.push(format!(
                 "tool_router.session_ttl_secs: must be between 60 and 2592000, got {}",
                 self.tool_router.session_ttl_secs
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.plans.min_similarity) {
+            errors.push(format!(
+                "plans.min_similarity: must be between 0 and 1, got {}",
+                self.plans.min_similarity
             ));
         }
         if let Some(project) = &self.tool_router.default_project
@@ -1838,5 +1867,47 @@ mod rerank_section {
             "{bounds:?}"
         );
         assert!(toml::from_str::<Config>("[rerank]\nprovider = \"cohere\"\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod plans_section {
+    use super::*;
+
+    fn problems(toml_text: &str) -> Vec<String> {
+        let config: Config = toml::from_str(toml_text).unwrap();
+        match config.validate() {
+            Ok(()) => Vec::new(),
+            Err(err) => err
+                .0
+                .into_iter()
+                .filter(|p| p.starts_with("plans."))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn min_similarity_is_a_cosine_between_0_and_1() {
+        let defaults = Config::default().plans;
+        assert!(defaults.enabled);
+        assert_eq!(defaults.min_similarity, 0.8);
+        for ok in ["0", "0.0", "0.65", "1", "1.0"] {
+            assert!(
+                problems(&format!("[plans]\nmin_similarity = {ok}\n")).is_empty(),
+                "{ok}"
+            );
+        }
+        for bad in ["-0.1", "1.01", "nan"] {
+            let found = problems(&format!(
+                "[plans]\nenabled = false\nmin_similarity = {bad}\n"
+            ));
+            assert!(
+                found
+                    .iter()
+                    .any(|p| p.starts_with("plans.min_similarity: must be between 0 and 1")),
+                "{bad}: {found:?}"
+            );
+        }
+        assert!(toml::from_str::<Config>("[plans]\nthreshold = 0.5\n").is_err());
     }
 }

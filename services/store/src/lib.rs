@@ -3,7 +3,8 @@
 //! tool move between integrations), and the metadata of context search (syncs, what each knows
 //! of its records and their ACLs, and the source's group memberships), and the connections of
 //! users (their accounts on each integration, one of them the default), and what the tool router
-//! keeps (its sessions, and the description and guidance of each integration). Two
+//! keeps (its sessions, and the description and guidance of each integration), and the plans
+//! recorded for use cases (per project, deleted with their tools). Two
 //! implementations behind [`MetadataStore`]: PostgreSQL ([`PgStore`], distributed mode) and
 //! embedded SQLite ([`SqliteStore`], `serve`), with the same schema and migrations, checked by
 //! one conformance suite.
@@ -74,6 +75,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("../migrations/0007_stale_replicas.sql")),
     (8, include_str!("../migrations/0008_membership.sql")),
     (9, include_str!("../migrations/0009_tool_router.sql")),
+    (10, include_str!("../migrations/0010_plans.sql")),
 ];
 
 /// A replica that missed a write of one integration (`kind` "integration", `key` its name) or one
@@ -217,6 +219,73 @@ pub struct IntegrationInfo {
     pub guidance: String,
     /// Known pitfalls of its tools, by tool name.
     pub pitfalls: BTreeMap<String, Vec<String>>,
+}
+
+/// One outcome of a plan, to record ([`MetadataStore::record_plan`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanOutcome {
+    /// `pln_` and a hash of the plan's identity (project, normalised use case, steps), chosen by
+    /// the router.
+    pub id: String,
+    /// The use case as sent (kept as last recorded).
+    pub use_case: String,
+    /// The use case's embedding under the router's model.
+    pub embedding: Vec<f32>,
+    /// Tool names, in order.
+    pub steps: Vec<String>,
+    /// `None`: the plan keeps the notes recorded before (none for a new plan).
+    pub notes: Option<String>,
+    /// `None`: the plan keeps the pitfalls recorded before (none for a new plan).
+    pub pitfalls: Option<Vec<String>>,
+    /// The outcome: a success (else a failure).
+    pub success: bool,
+    /// When it was recorded, in milliseconds since the epoch.
+    pub at_ms: i64,
+}
+
+/// A recorded plan with its outcomes so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanRow {
+    pub id: String,
+    pub use_case: String,
+    pub embedding: Vec<f32>,
+    pub steps: Vec<String>,
+    /// May be empty.
+    pub notes: String,
+    pub pitfalls: Vec<String>,
+    pub successes: u64,
+    pub failures: u64,
+    /// Milliseconds since the epoch.
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// An embedding as the store keeps it: little-endian f32s.
+pub(crate) fn embedding_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// An embedding from the store's bytes (a trailing partial value is ignored).
+pub(crate) fn embedding_of(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// A list of texts as the store keeps it (a JSON array).
+pub(crate) fn list_text(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// A list of texts from the store's JSON array (an unreadable one reads as empty).
+pub(crate) fn list_of(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// Plans ordered by id (byte order, the same in both stores).
+pub(crate) fn sort_plans(plans: &mut [PlanRow]) {
+    plans.sort_by(|a, b| a.id.cmp(&b.id));
 }
 
 /// Pitfalls as the store keeps them (a JSON object).
@@ -640,6 +709,30 @@ pub trait MetadataStore: Send + Sync + 'static {
     /// Forgets the info of one integration of the project; returns whether it had one.
     async fn delete_integration_info(&self, project_id: &str, integration: &str) -> Result<bool>;
 
+    // Plans.
+
+    /// Records one outcome of a plan of the project, in one transaction: a plan with this id
+    /// counts one more success or failure and takes the use case text, embedding and the notes
+    /// and pitfalls that are given; a new plan is created, unless the project already has
+    /// `max_plans` plans, which answers `None` and writes nothing. Returns the plan as stored.
+    async fn record_plan(
+        &self,
+        project_id: &str,
+        outcome: &PlanOutcome,
+        max_plans: u64,
+    ) -> Result<Option<PlanRow>>;
+    /// Every plan of the project, ordered by id.
+    async fn plans(&self, project_id: &str) -> Result<Vec<PlanRow>>;
+    /// Deletes one plan of the project; returns whether it existed.
+    async fn delete_plan(&self, project_id: &str, plan_id: &str) -> Result<bool>;
+    /// Deletes the plans of the project whose steps name any of `tool_names` (their tools are
+    /// leaving the catalog); returns the ids deleted, sorted.
+    async fn delete_plans_naming(
+        &self,
+        project_id: &str,
+        tool_names: &[String],
+    ) -> Result<Vec<String>>;
+
     /// What the ledger says of the writes of one integration (`kind` [`STALE_INTEGRATION`]) or
     /// sync ([`STALE_SYNC`]): `None` while a write of it may be in flight (an entry it touches
     /// was marked pending at or after `since_ms`), else a fingerprint that changes whenever a
@@ -979,6 +1072,185 @@ pub mod conformance {
         membership(store, p, q).await;
         tool_router_sessions(store, p, q).await;
         integration_infos(store, p, q).await;
+        plans(store, p, q).await;
+    }
+
+    /// Plans: a first outcome creates one, later ones count and replace what they give; a
+    /// project's cap refuses new plans only; projects never see each other's; deletes by id and
+    /// by tool name say what they deleted.
+    async fn plans(store: &dyn MetadataStore, p: &str, q: &str) {
+        let outcome = |id: &str, steps: &[&str], success: bool, at_ms: i64| PlanOutcome {
+            id: id.into(),
+            use_case: format!("use case of {id}"),
+            embedding: vec![0.25, -1.5, f32::MIN_POSITIVE, 3.0e-8],
+            steps: strings(steps),
+            notes: None,
+            pitfalls: None,
+            success,
+            at_ms,
+        };
+        assert!(store.plans(p).await.unwrap().is_empty());
+
+        // A first outcome: counted, no notes or pitfalls, steps in order, vector exact.
+        let first = store
+            .record_plan(
+                p,
+                &outcome("pln_b", &["GMAIL_SEARCH", "GMAIL_SEND"], true, 10),
+                3,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            first,
+            PlanRow {
+                id: "pln_b".into(),
+                use_case: "use case of pln_b".into(),
+                embedding: vec![0.25, -1.5, f32::MIN_POSITIVE, 3.0e-8],
+                steps: strings(&["GMAIL_SEARCH", "GMAIL_SEND"]),
+                notes: String::new(),
+                pitfalls: Vec::new(),
+                successes: 1,
+                failures: 0,
+                created_at_ms: 10,
+                updated_at_ms: 10,
+            }
+        );
+
+        // Another outcome of the same plan counts and replaces what it gives; the rest stays.
+        let failed = PlanOutcome {
+            use_case: "Use  case of pln_b".into(),
+            notes: Some("the search needs a date \"range\"".into()),
+            pitfalls: Some(strings(&["naïve ✓", "x'); DROP TABLE plans; --"])),
+            ..outcome("pln_b", &["GMAIL_SEARCH", "GMAIL_SEND"], false, 20)
+        };
+        let second = store.record_plan(p, &failed, 3).await.unwrap().unwrap();
+        assert_eq!((second.successes, second.failures), (1, 1));
+        assert_eq!(second.use_case, "Use  case of pln_b");
+        assert_eq!(second.notes, "the search needs a date \"range\"");
+        assert_eq!(
+            second.pitfalls,
+            strings(&["naïve ✓", "x'); DROP TABLE plans; --"])
+        );
+        assert_eq!((second.created_at_ms, second.updated_at_ms), (10, 20));
+        let third = store
+            .record_plan(
+                p,
+                &outcome("pln_b", &["GMAIL_SEARCH", "GMAIL_SEND"], true, 30),
+                3,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((third.successes, third.failures), (2, 1));
+        assert_eq!(third.notes, second.notes);
+        assert_eq!(third.pitfalls, second.pitfalls);
+        let cleared = PlanOutcome {
+            notes: Some(String::new()),
+            pitfalls: Some(Vec::new()),
+            ..outcome("pln_b", &["GMAIL_SEARCH", "GMAIL_SEND"], true, 40)
+        };
+        let cleared = store.record_plan(p, &cleared, 3).await.unwrap().unwrap();
+        assert_eq!((cleared.notes.as_str(), cleared.pitfalls.len()), ("", 0));
+        assert_eq!(cleared.successes, 3);
+
+        // The cap: new plans are refused once the project has `max_plans`, outcomes of existing
+        // ones are still counted; other projects have their own.
+        store
+            .record_plan(p, &outcome("pln_a", &["SLACK_POST"], true, 50), 3)
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .record_plan(
+                p,
+                &outcome("pln_c", &["GMAIL_SEND", "SLACK_POST"], false, 60),
+                3,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            store
+                .record_plan(p, &outcome("pln_d", &["SLACK_POST"], true, 70), 3)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store
+                .record_plan(p, &outcome("pln_a", &["SLACK_POST"], true, 80), 3)
+                .await
+                .unwrap()
+                .map(|plan| plan.successes),
+            Some(2)
+        );
+        assert_eq!(
+            store
+                .record_plan(q, &outcome("pln_a", &["SLACK_POST"], false, 90), 0)
+                .await
+                .unwrap(),
+            None
+        );
+        store
+            .record_plan(q, &outcome("pln_a", &["SLACK_POST"], false, 90), 3)
+            .await
+            .unwrap()
+            .unwrap();
+        let ids = |plans: Vec<PlanRow>| -> Vec<(String, u64, u64)> {
+            plans
+                .into_iter()
+                .map(|plan| (plan.id, plan.successes, plan.failures))
+                .collect()
+        };
+        assert_eq!(
+            ids(store.plans(p).await.unwrap()),
+            [
+                ("pln_a".to_string(), 2, 0),
+                ("pln_b".to_string(), 3, 1),
+                ("pln_c".to_string(), 0, 1)
+            ]
+        );
+        assert_eq!(
+            ids(store.plans(q).await.unwrap()),
+            [("pln_a".to_string(), 0, 1)]
+        );
+
+        // Deletes by tool name: the plans of that project naming any of the names.
+        assert!(store.delete_plans_naming(p, &[]).await.unwrap().is_empty());
+        assert!(
+            store
+                .delete_plans_naming(p, &strings(&["NOPE", "GMAIL"]))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .delete_plans_naming(p, &strings(&["GMAIL_SEND", "OTHER"]))
+                .await
+                .unwrap(),
+            ["pln_b", "pln_c"]
+        );
+        assert_eq!(
+            ids(store.plans(p).await.unwrap()),
+            [("pln_a".to_string(), 2, 0)]
+        );
+        assert_eq!(ids(store.plans(q).await.unwrap()).len(), 1);
+
+        // Deletes by id: once, never another project's.
+        assert!(!store.delete_plan(p, "pln_b").await.unwrap());
+        assert!(store.delete_plan(p, "pln_a").await.unwrap());
+        assert!(!store.delete_plan(p, "pln_a").await.unwrap());
+        assert!(store.plans(p).await.unwrap().is_empty());
+        assert_eq!(
+            store
+                .delete_plans_naming(q, &strings(&["SLACK_POST"]))
+                .await
+                .unwrap(),
+            ["pln_a"]
+        );
+        assert!(store.plans(q).await.unwrap().is_empty());
     }
 
     /// Tool-router sessions: read back whatever their expiry, an id in use refused (the first

@@ -11,8 +11,8 @@ use crate::PgTls;
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, IntegrationInfo, LostReplica, MIGRATIONS,
-    MetadataStore, Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry,
-    ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
+    MetadataStore, Placement, PlanOutcome, PlanRow, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow,
+    RecordEntry, ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
     ToolRouterSession, attach_principals, connection_inputs, connection_integrations,
     elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, session_taken,
     sort_connections, sort_integration_infos, sort_syncs, split_list, sync_taken, to_u64, unique,
@@ -1741,6 +1741,170 @@ impl MetadataStore for PgStore {
             .await
             .map_err(backend)?;
         Ok(n > 0)
+    }
+
+    async fn record_plan(
+        &self,
+        project_id: &str,
+        outcome: &PlanOutcome,
+        max_plans: u64,
+    ) -> Result<Option<PlanRow>> {
+        self.record_plan_tx(project_id, outcome, max_plans).await
+    }
+
+    async fn plans(&self, project_id: &str) -> Result<Vec<PlanRow>> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "SELECT {PLAN_COLUMNS} FROM plans WHERE project_id = $1"
+            ))
+            .await
+            .map_err(backend)?;
+        let rows = client.query(&stmt, &[&project_id]).await.map_err(backend)?;
+        let mut plans: Vec<PlanRow> = rows.iter().map(plan_row).collect();
+        crate::sort_plans(&mut plans);
+        Ok(plans)
+    }
+
+    async fn delete_plan(&self, project_id: &str, plan_id: &str) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "DELETE FROM plans WHERE project_id = $1 AND id = $2",
+                &[&project_id, &plan_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn delete_plans_naming(
+        &self,
+        project_id: &str,
+        tool_names: &[String],
+    ) -> Result<Vec<String>> {
+        if tool_names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "DELETE FROM plans WHERE project_id = $1 AND steps::jsonb ?| $2 RETURNING id",
+                &[&project_id, &tool_names],
+            )
+            .await
+            .map_err(backend)?;
+        let mut ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+/// The columns of a plan, in [`plan_row`]'s order.
+const PLAN_COLUMNS: &str =
+    "id, use_case, embedding, steps, notes, pitfalls, successes, failures, created_at, updated_at";
+
+fn plan_row(r: &tokio_postgres::Row) -> PlanRow {
+    PlanRow {
+        id: r.get(0),
+        use_case: r.get(1),
+        embedding: crate::embedding_of(r.get(2)),
+        steps: crate::list_of(r.get(3)),
+        notes: r.get(4),
+        pitfalls: crate::list_of(r.get(5)),
+        successes: to_u64(r.get(6)),
+        failures: to_u64(r.get(7)),
+        created_at_ms: r.get(8),
+        updated_at_ms: r.get(9),
+    }
+}
+
+impl PgStore {
+    /// [`MetadataStore::record_plan`]: serialised per project (an advisory lock held by the
+    /// transaction), so concurrent recordings cannot take a project past `max_plans`.
+    async fn record_plan_tx(
+        &self,
+        project_id: &str,
+        outcome: &PlanOutcome,
+        max_plans: u64,
+    ) -> Result<Option<PlanRow>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('plans/' || $1, 0))",
+            &[&project_id],
+        )
+        .await
+        .map_err(backend)?;
+        let (successes, failures): (i64, i64) = if outcome.success { (1, 0) } else { (0, 1) };
+        let embedding = crate::embedding_bytes(&outcome.embedding);
+        let pitfalls = outcome.pitfalls.as_deref().map(crate::list_text);
+        let updated = tx
+            .query_opt(
+                &format!(
+                    "UPDATE plans SET use_case = $3, embedding = $4, notes = COALESCE($5, notes),
+                            pitfalls = COALESCE($6, pitfalls), successes = successes + $7,
+                            failures = failures + $8, updated_at = $9
+                     WHERE project_id = $1 AND id = $2
+                     RETURNING {PLAN_COLUMNS}"
+                ),
+                &[
+                    &project_id,
+                    &outcome.id,
+                    &outcome.use_case,
+                    &embedding,
+                    &outcome.notes,
+                    &pitfalls,
+                    &successes,
+                    &failures,
+                    &outcome.at_ms,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        if let Some(row) = updated {
+            let plan = plan_row(&row);
+            tx.commit().await.map_err(backend)?;
+            return Ok(Some(plan));
+        }
+        let count: i64 = tx
+            .query_one(
+                "SELECT COUNT(*) FROM plans WHERE project_id = $1",
+                &[&project_id],
+            )
+            .await
+            .map_err(backend)?
+            .get(0);
+        if to_u64(count) >= max_plans {
+            return Ok(None);
+        }
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO plans (project_id, id, use_case, embedding, steps, notes, pitfalls,
+                                        successes, failures, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, COALESCE($6, ''), COALESCE($7, '[]'), $8, $9,
+                             $10, $10)
+                     RETURNING {PLAN_COLUMNS}"
+                ),
+                &[
+                    &project_id,
+                    &outcome.id,
+                    &outcome.use_case,
+                    &embedding,
+                    &crate::list_text(&outcome.steps),
+                    &outcome.notes,
+                    &pitfalls,
+                    &successes,
+                    &failures,
+                    &outcome.at_ms,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        let plan = plan_row(&row);
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(plan))
     }
 }
 

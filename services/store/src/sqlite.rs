@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     CatalogEntry, ConnectionInput, ConnectionRow, IntegrationInfo, LostReplica, MIGRATIONS,
-    MetadataStore, Placement, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow, RecordEntry,
-    ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
+    MetadataStore, Placement, PlanOutcome, PlanRow, RANKING_MODEL_VERSIONS_KEPT, RankingModelRow,
+    RecordEntry, ReplicaMove, ReplicaSet, Result, ShardDrain, StaleReplica, StoreError, SyncRow,
     ToolRouterSession, attach_principals, connection_inputs, connection_integrations,
     elect_defaults, group_placements, group_rows, join_list, now_ms, record_rows, session_taken,
     sort_connections, sort_integration_infos, sort_syncs, split_list, sync_taken, to_u64, unique,
@@ -111,6 +111,25 @@ fn sync_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SyncRow> {
         created_at_ms: r.get(8)?,
         last_ingest_at_ms: r.get(9)?,
         fields: crate::fields_of(&r.get::<_, String>(10)?),
+    })
+}
+
+/// The columns of a plan, in [`plan_row`]'s order.
+const PLAN_COLUMNS: &str =
+    "id, use_case, embedding, steps, notes, pitfalls, successes, failures, created_at, updated_at";
+
+fn plan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PlanRow> {
+    Ok(PlanRow {
+        id: r.get(0)?,
+        use_case: r.get(1)?,
+        embedding: crate::embedding_of(&r.get::<_, Vec<u8>>(2)?),
+        steps: crate::list_of(&r.get::<_, String>(3)?),
+        notes: r.get(4)?,
+        pitfalls: crate::list_of(&r.get::<_, String>(5)?),
+        successes: to_u64(r.get(6)?),
+        failures: to_u64(r.get(7)?),
+        created_at_ms: r.get(8)?,
+        updated_at_ms: r.get(9)?,
     })
 }
 
@@ -1597,6 +1616,135 @@ impl MetadataStore for SqliteStore {
             Ok(n > 0)
         })
         .await
+    }
+
+    async fn record_plan(
+        &self,
+        project_id: &str,
+        outcome: &PlanOutcome,
+        max_plans: u64,
+    ) -> Result<Option<PlanRow>> {
+        let p = project_id.to_string();
+        let outcome = outcome.clone();
+        self.with(move |c| {
+            let tx = c.transaction()?;
+            let (successes, failures): (i64, i64) = if outcome.success { (1, 0) } else { (0, 1) };
+            let embedding = crate::embedding_bytes(&outcome.embedding);
+            let pitfalls = outcome.pitfalls.as_deref().map(crate::list_text);
+            let updated = tx
+                .prepare_cached(&format!(
+                    "UPDATE plans SET use_case = ?3, embedding = ?4, notes = COALESCE(?5, notes),
+                            pitfalls = COALESCE(?6, pitfalls), successes = successes + ?7,
+                            failures = failures + ?8, updated_at = ?9
+                     WHERE project_id = ?1 AND id = ?2
+                     RETURNING {PLAN_COLUMNS}"
+                ))?
+                .query_row(
+                    params![
+                        p,
+                        outcome.id,
+                        outcome.use_case,
+                        embedding,
+                        outcome.notes,
+                        pitfalls,
+                        successes,
+                        failures,
+                        outcome.at_ms
+                    ],
+                    plan_row,
+                )
+                .optional()?;
+            if let Some(plan) = updated {
+                tx.commit()?;
+                return Ok(Some(plan));
+            }
+            let count: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM plans WHERE project_id = ?1",
+                params![p],
+                |r| r.get(0),
+            )?;
+            if to_u64(count) >= max_plans {
+                return Ok(None);
+            }
+            let plan = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO plans (project_id, id, use_case, embedding, steps, notes, pitfalls,
+                                        successes, failures, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, ''), COALESCE(?7, '[]'), ?8, ?9,
+                             ?10, ?10)
+                     RETURNING {PLAN_COLUMNS}"
+                ))?
+                .query_row(
+                    params![
+                        p,
+                        outcome.id,
+                        outcome.use_case,
+                        embedding,
+                        crate::list_text(&outcome.steps),
+                        outcome.notes,
+                        pitfalls,
+                        successes,
+                        failures,
+                        outcome.at_ms
+                    ],
+                    plan_row,
+                )?;
+            tx.commit()?;
+            Ok(Some(plan))
+        })
+        .await
+    }
+
+    async fn plans(&self, project_id: &str) -> Result<Vec<PlanRow>> {
+        let p = project_id.to_string();
+        let mut plans = self
+            .with(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {PLAN_COLUMNS} FROM plans WHERE project_id = ?1"
+                ))?
+                .query_map(params![p], plan_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        crate::sort_plans(&mut plans);
+        Ok(plans)
+    }
+
+    async fn delete_plan(&self, project_id: &str, plan_id: &str) -> Result<bool> {
+        let (p, id) = (project_id.to_string(), plan_id.to_string());
+        self.with(move |c| {
+            let n = c.execute(
+                "DELETE FROM plans WHERE project_id = ?1 AND id = ?2",
+                params![p, id],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn delete_plans_naming(
+        &self,
+        project_id: &str,
+        tool_names: &[String],
+    ) -> Result<Vec<String>> {
+        if tool_names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (p, names) = (project_id.to_string(), json_list(tool_names));
+        let mut ids = self
+            .with(move |c| {
+                c.prepare_cached(
+                    "DELETE FROM plans WHERE project_id = ?1 AND EXISTS (
+                         SELECT 1 FROM json_each(plans.steps) AS step
+                         WHERE step.value IN (SELECT value FROM json_each(?2)))
+                     RETURNING id",
+                )?
+                .query_map(params![p, names], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        ids.sort();
+        Ok(ids)
     }
 }
 
