@@ -42,7 +42,7 @@ pub const MAX_RELATED_K: i64 = 20;
 pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::INLINE_INTEGRATION;
 
 /// A batch request as received (REST camelCase JSON; gRPC builds the same).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawBatch {
     pub queries: Option<Vec<RawBatchQuery>>,
@@ -73,7 +73,7 @@ pub struct RawBatch {
     pub diagnostics: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawExperimental {
     #[serde(default, alias = "custom_tools")]
@@ -82,7 +82,7 @@ pub struct RawExperimental {
     pub custom_toolkits: Vec<RawCustomToolkit>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawBatchQuery {
     #[serde(alias = "use_case")]
@@ -91,7 +91,7 @@ pub struct RawBatchQuery {
     pub known_fields: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawCustomTool {
     pub slug: Option<String>,
@@ -108,7 +108,7 @@ pub struct RawCustomTool {
     pub side_effect: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawCustomToolkit {
     pub slug: Option<String>,
@@ -597,7 +597,7 @@ fn validate_custom(
     })
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchResponse {
     /// False when any query failed.
@@ -616,7 +616,7 @@ pub struct BatchResponse {
     pub trace: Option<Trace>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchResult {
     /// 1-based position of the query in the request.
@@ -633,7 +633,7 @@ pub struct BatchResult {
     pub usage: Option<Usage>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchUsage {
     /// `union` or `per_query`.
@@ -644,7 +644,7 @@ pub struct BatchUsage {
     pub custom_tools: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeInfo {
     pub current_time_utc: String,
