@@ -20,6 +20,8 @@ requirements=(
   "protobuf==7.36.2"
   # scripts/check-mcp.py: the official MCP client
   "mcp==2.3.0"
+  # scripts/check-openapi.py: the REST contract against a running server
+  "schemathesis==4.32.5"
 )
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"

@@ -27,3 +27,4 @@ python3 scripts/check-dockerfile.py
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-query-schema.py "$AGENTSEARCH_QUERY_CORPUS"
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/chart-runs.py
 "${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-mcp.py
+"${AGENTSEARCH_VENV:-/var/cache/agentsearch/venv}/bin/python" scripts/check-openapi.py

@@ -20,9 +20,11 @@ pub const MAX_QUERY_VECTOR_VALUES: usize = 4096;
 
 /// A query embedding the caller computed with the deployment's model, as sent: used by the dense
 /// retriever instead of embedding `query` (which the lexical retriever still searches).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "QueryEmbedding")]
 pub struct RawQueryEmbedding {
+    /// The model that made `vector`; must be the deployment's.
     pub model: Option<String>,
     pub vector: Option<Vec<f64>>,
 }
@@ -402,6 +404,21 @@ impl<'de> Deserialize<'de> for Int {
     }
 }
 
+/// Documented as a JSON integer (the range checks come after parsing).
+impl schemars::JsonSchema for Int {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Integer".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "integer"})
+    }
+}
+
 struct IntVisitor;
 
 impl Visitor<'_> for IntVisitor {
@@ -519,7 +536,7 @@ pub(crate) fn slugs(
 }
 
 /// The response of a tool search.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSearchResponse {
     pub tools: Vec<ToolResult>,
@@ -532,7 +549,7 @@ pub struct ToolSearchResponse {
     pub toolkit_connection_statuses: Vec<ToolkitConnectionStatus>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
     pub intent_name: String,
@@ -559,41 +576,42 @@ pub struct ToolResult {
     pub rerank_score: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Explain {
     pub lexical: Option<RetrieverHit>,
     pub dense: Option<RetrieverHit>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 pub struct RetrieverHit {
     pub rank: u32,
     pub score: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModelTool {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub function: FunctionDefinition,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct FunctionDefinition {
     pub name: String,
     pub description: String,
     /// The stored JSON Schema, passed through verbatim.
+    #[schemars(with = "serde_json::Value")]
     pub parameters: Box<RawValue>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SearchError {
     pub integration: String,
     pub code: String,
     pub message: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub strategy: &'static str,
@@ -632,7 +650,7 @@ pub struct Usage {
 
 pub const MAX_NEAR_MISSES: usize = 5;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NearMiss {
     pub intent_name: String,
@@ -646,7 +664,7 @@ pub struct NearMiss {
 }
 
 /// One integration's connection status for the caller (field names of the tool-router seed).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolkitConnectionStatus {
     pub toolkit: String,
@@ -665,7 +683,7 @@ pub struct ToolkitConnectionStatus {
     pub current_user_info: Option<serde_json::Value>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectedAccount {
     pub id: String,
@@ -680,7 +698,7 @@ pub struct ConnectedAccount {
     pub account_type: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Visibility {
     pub mode: &'static str,
@@ -689,14 +707,14 @@ pub struct Visibility {
     pub candidates_after_filter: u32,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Trace {
     pub total_ms: f64,
     pub steps: Vec<TraceStep>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TraceStep {
     pub label: String,

@@ -43,7 +43,7 @@ pub const MAX_RELATED_K: i64 = 20;
 pub const LOCAL_INTEGRATION: &str = agentsearch_common::tool::INLINE_INTEGRATION;
 
 /// A batch request as received (REST camelCase JSON; gRPC builds the same).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawBatch {
     pub queries: Option<Vec<RawBatchQuery>>,
@@ -74,7 +74,7 @@ pub struct RawBatch {
     pub diagnostics: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawExperimental {
     #[serde(default, alias = "custom_tools")]
@@ -83,7 +83,7 @@ pub struct RawExperimental {
     pub custom_toolkits: Vec<RawCustomToolkit>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawBatchQuery {
     #[serde(alias = "use_case")]
@@ -92,7 +92,7 @@ pub struct RawBatchQuery {
     pub known_fields: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawCustomTool {
     pub slug: Option<String>,
@@ -109,7 +109,7 @@ pub struct RawCustomTool {
     pub side_effect: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawCustomToolkit {
     pub slug: Option<String>,
@@ -598,7 +598,7 @@ fn validate_custom(
     })
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchResponse {
     /// False when any query failed.
@@ -617,7 +617,7 @@ pub struct BatchResponse {
     pub trace: Option<Trace>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchResult {
     /// 1-based position of the query in the request.
@@ -638,7 +638,7 @@ pub struct BatchResult {
     pub plan: Option<RecommendedPlan>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchUsage {
     /// `union` or `per_query`.
@@ -649,7 +649,7 @@ pub struct BatchUsage {
     pub custom_tools: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeInfo {
     pub current_time_utc: String,

@@ -61,6 +61,23 @@ macro_rules! refuse_forms {
     };
 }
 
+impl schemars::JsonSchema for RawIdentity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Identity".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let entry = generator.subschema_for::<RawIdentityEntry>();
+        schemars::json_schema!({
+            "description": "One principal for every source, or one per source.",
+            "oneOf": [
+                {"type": "string"},
+                {"type": "array", "items": entry},
+            ],
+        })
+    }
+}
+
 /// A string or an array of entries; anything else is refused saying what is expected, where an
 /// untagged enum would only say that no variant matched.
 impl<'de> Deserialize<'de> for RawIdentity {
@@ -126,7 +143,7 @@ impl<'de> Visitor<'de> for EntrySeed {
     refuse_forms!(IDENTITY_ENTRY_SHAPE; visit_str(&str), visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_unit());
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawIdentityEntry {
     pub principal: String,
@@ -135,7 +152,7 @@ pub struct RawIdentityEntry {
 }
 
 /// One account whose access applies; `source: None` applies to every source.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct IdentityEntry {
     pub principal: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -259,7 +276,7 @@ fn identities(
 
 // ---- Search ----
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawContextSearch {
     /// A string, or a query JSON document.
@@ -431,7 +448,7 @@ pub fn parse_sync_id(field: &str, value: &str) -> Result<String, FieldViolation>
         })
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextSearchResponse {
     pub results: Vec<ContextResult>,
@@ -440,7 +457,7 @@ pub struct ContextSearchResponse {
     pub trace: Option<Trace>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextResult {
     /// `{syncId}.{recordId}`.
@@ -458,7 +475,7 @@ pub struct ContextResult {
     pub explain: Option<Explain>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultSegment {
     pub pointer: String,
@@ -472,7 +489,7 @@ pub struct ResultSegment {
     pub highlights: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUsage {
     pub returned: u32,
@@ -494,7 +511,7 @@ pub struct ContextUsage {
     pub matched: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Drops {
     pub segments_beyond_pool_cap: u64,
@@ -503,7 +520,7 @@ pub struct Drops {
     pub records_beyond_top_k: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AppliedIdentities {
     /// Principals applied, by searched source.
     pub applied: BTreeMap<String, Vec<String>>,
@@ -511,7 +528,7 @@ pub struct AppliedIdentities {
     pub unused: Vec<UnusedIdentity>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct UnusedIdentity {
     pub source: Option<String>,
     pub principal: String,
@@ -519,7 +536,7 @@ pub struct UnusedIdentity {
 
 // ---- Read around a segment ----
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawReadContext {
     pub pointer: Option<String>,
@@ -571,7 +588,7 @@ impl RawReadContext {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadContextResponse {
     /// `{syncId}.{recordId}`.
@@ -585,7 +602,7 @@ pub struct ReadContextResponse {
     pub segments: Vec<ContextSegment>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextSegment {
     pub pointer: String,
@@ -596,7 +613,7 @@ pub struct ContextSegment {
 
 // ---- Syncs ----
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawCreateSync {
     pub id: Option<String>,
@@ -607,7 +624,7 @@ pub struct RawCreateSync {
 }
 
 /// A metadata field declaration as received.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawFieldDecl {
     pub name: Option<String>,
@@ -760,7 +777,7 @@ impl RawCreateSync {
 }
 
 /// A sync's status.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SyncStatus {
     pub id: String,
@@ -777,7 +794,7 @@ pub struct SyncStatus {
 
 // ---- Records ----
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawUpsertRecords {
     #[serde(default)]
@@ -785,7 +802,7 @@ pub struct RawUpsertRecords {
     pub embedding: Option<EmbeddingSpec>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawRecord {
     pub id: Option<String>,
@@ -804,7 +821,7 @@ pub struct RawRecord {
 }
 
 /// A precomputed passage (bring your own embeddings).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentInput {
     pub text: String,
@@ -812,7 +829,7 @@ pub struct SegmentInput {
 }
 
 /// The model and dimension precomputed vectors were made with.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingSpec {
     pub model: String,
@@ -1224,21 +1241,21 @@ fn is_rfc3339(t: &str) -> bool {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawDeleteRecords {
     #[serde(default)]
     pub ids: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawPutGroups {
     #[serde(default)]
     pub groups: Vec<RawGroup>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawGroup {
     pub id: String,

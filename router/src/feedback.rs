@@ -217,7 +217,7 @@ fn key(kind: &'static str, project_id: &str, user: Option<&str>, request_id: &st
 }
 
 /// What a feedback call reports back.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FeedbackOutcome {
     /// Feedback examples the project has now (at most [`EXAMPLES_KEPT`]).

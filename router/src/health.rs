@@ -33,7 +33,7 @@ impl Lifecycle {
 }
 
 /// The router's readiness and why.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Readiness {
     /// Everything is reachable: not draining, the store answers, and every set of shards holding

@@ -18,7 +18,7 @@ use crate::{Router, connections};
 /// Longest tool name looked up.
 const MAX_NAME_CHARS: usize = 256;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetToolResponse {
     pub tool: ToolResult,

@@ -63,8 +63,17 @@ pub fn meta_tools(content: &agentsearch_query::Catalog) -> Vec<MetaTool> {
     ]
 }
 
+/// The meta-tools as one model API takes them.
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct MetaToolDefinitions {
+    /// `anthropic` or `openai`.
+    pub format: &'static str,
+    /// Tool definitions in that API's shape.
+    pub tools: Vec<Value>,
+}
+
 /// `{format, tools: [...]}`: `tools` is what a model API takes.
-pub fn definitions(format: Format, content: &agentsearch_query::Catalog) -> Value {
+pub fn definitions(format: Format, content: &agentsearch_query::Catalog) -> MetaToolDefinitions {
     let tools: Vec<Value> = meta_tools(content)
         .into_iter()
         .map(|t| match format {
@@ -83,7 +92,10 @@ pub fn definitions(format: Format, content: &agentsearch_query::Catalog) -> Valu
             }),
         })
         .collect();
-    json!({"format": format.as_str(), "tools": tools})
+    MetaToolDefinitions {
+        format: format.as_str(),
+        tools,
+    }
 }
 
 fn strings(max_items: usize, description: &str) -> Value {
@@ -284,12 +296,13 @@ mod tests {
             assert!(!tool.description.is_empty());
         }
         let anthropic = definitions(Format::Anthropic, &content());
-        assert_eq!(anthropic["tools"][0]["name"], "search_tools");
-        assert!(anthropic["tools"][2]["input_schema"].is_object());
+        assert_eq!(anthropic.format, "anthropic");
+        assert_eq!(anthropic.tools[0]["name"], "search_tools");
+        assert!(anthropic.tools[2]["input_schema"].is_object());
         let openai = definitions(Format::OpenAi, &content());
-        assert_eq!(openai["tools"][1]["function"]["name"], "search_context");
-        assert!(openai["tools"][3]["function"]["parameters"].is_object());
-        assert_eq!(openai["tools"].as_array().unwrap().len(), 4);
+        assert_eq!(openai.tools[1]["function"]["name"], "search_context");
+        assert!(openai.tools[3]["function"]["parameters"].is_object());
+        assert_eq!(openai.tools.len(), 4);
         assert!(Format::parse(Some("gemini")).is_err());
     }
 }

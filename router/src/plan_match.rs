@@ -210,7 +210,7 @@ impl PlanIndex {
 }
 
 /// A plan recommended to one query of a multi-query search.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecommendedPlan {
     /// The plan's tools, in the order to run them.

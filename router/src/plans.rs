@@ -45,8 +45,9 @@ pub const MAX_PLANS: u64 = 1000;
 const LOOKUP_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// A plan as sent to `POST .../plans`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "PlanRequest")]
 pub struct RawPlan {
     pub use_case: Option<String>,
     pub steps: Option<Vec<String>>,
@@ -221,7 +222,7 @@ pub fn difficulty(steps: usize, successes: u64, failures: u64) -> String {
 }
 
 /// What recording a plan answers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanSummary {
     pub plan_id: String,
@@ -246,7 +247,7 @@ impl PlanSummary {
 }
 
 /// A plan as listed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanDetail {
     #[serde(flatten)]

@@ -28,6 +28,7 @@ use crate::rest_body::{
     string_list,
 };
 use crate::rest_guard::RestAccess;
+use crate::rest_types::{Deleted, DeletedTools, Status, Toolkits, UpsertedCount, UpsertedTools};
 use crate::search::RequestContext;
 
 #[derive(Clone)]
@@ -59,6 +60,7 @@ fn rest_app(state: RestState) -> AxumRouter {
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::rest_metrics::metrics_text))
+        .route("/openapi.json", get(openapi))
         .route(
             "/api/tools/projects/{project_id}/tools/search",
             post(search_tools),
@@ -250,12 +252,23 @@ impl Call {
 }
 
 async fn healthz() -> Response {
-    axum::Json(serde_json::json!({"status": "ok"})).into_response()
+    axum::Json(Status { status: "ok" }).into_response()
 }
 
 /// Liveness: the process runs and its runtime answers.
 async fn livez() -> Response {
-    axum::Json(serde_json::json!({"status": "live"})).into_response()
+    axum::Json(Status { status: "live" }).into_response()
+}
+
+/// The OpenAPI document of this API ([`crate::openapi`]), built once.
+async fn openapi() -> Response {
+    static DOCUMENT: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(crate::openapi::document_text);
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+        .into_response()
 }
 
 /// `?allowPartial=true`: ready as long as the router can answer at all.
@@ -424,19 +437,25 @@ async fn get_tool(
     Ok(call.ok(response))
 }
 
-#[derive(serde::Deserialize)]
+/// `PUT .../users/{user_id}/connections`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawConnections {
+#[schemars(rename = "ConnectionsRequest")]
+pub(crate) struct RawConnections {
     connections: Option<Vec<RawConnectionJson>>,
 }
 
-#[derive(serde::Deserialize)]
+/// One connected account of a user.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "ConnectionRequest")]
 struct RawConnectionJson {
     integration: Option<String>,
     account_id: Option<String>,
     alias: Option<String>,
+    /// `active` (default) or another status.
     status: Option<String>,
+    /// `private` (default) or `shared`.
     account_type: Option<String>,
     is_default: Option<bool>,
     user_info: Option<Value>,
@@ -478,7 +497,7 @@ async fn upsert_connections(
         .upsert_connections(&project_id, &user_id, inputs)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "toolkits": toolkits })))
+    Ok(call.ok(Toolkits { toolkits }))
 }
 
 #[derive(serde::Deserialize)]
@@ -512,7 +531,7 @@ async fn list_connections(
         .list_connections(&project_id, &user_id, &integrations)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "toolkits": toolkits })))
+    Ok(call.ok(Toolkits { toolkits }))
 }
 
 async fn delete_connection(
@@ -534,7 +553,7 @@ async fn delete_connection(
             truncate(&account_id, MAX_ECHOED_VALUE)
         ))));
     }
-    Ok(call.ok(serde_json::json!({ "deleted": true })))
+    Ok(call.ok(Deleted { deleted: true }))
 }
 
 async fn upsert_tools(
@@ -554,7 +573,10 @@ async fn upsert_tools(
         .upsert_tools(&project_id, defs, &call.request_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({"upserted": outcome.upserted, "unchanged": outcome.unchanged})))
+    Ok(call.ok(UpsertedTools {
+        upserted: outcome.upserted,
+        unchanged: outcome.unchanged,
+    }))
 }
 
 async fn put_integrations(
@@ -576,7 +598,7 @@ async fn put_integrations(
         .put_integration_info(&project_id, infos)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({"upserted": written})))
+    Ok(call.ok(UpsertedCount { upserted: written }))
 }
 
 async fn delete_integration(
@@ -591,7 +613,7 @@ async fn delete_integration(
         .delete_integration_info(&project_id, &integration)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({"deleted": deleted})))
+    Ok(call.ok(Deleted { deleted }))
 }
 
 async fn delete_tools(
@@ -615,11 +637,11 @@ async fn delete_tools(
         .delete_tools(&project_id, names, &call.request_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({
-        "deleted": outcome.deleted,
-        "notFound": outcome.not_found,
-        "plansDeleted": outcome.plans_deleted,
-    })))
+    Ok(call.ok(DeletedTools {
+        deleted: outcome.deleted,
+        not_found: outcome.not_found,
+        plans_deleted: outcome.plans_deleted,
+    }))
 }
 
 /// `POST .../tools/feedback`: `{"requestId": "...", "calledTools": ["NAME", ...]}`.

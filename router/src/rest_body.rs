@@ -96,7 +96,7 @@ pub(crate) fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Error> {
     }
 }
 
-const SEARCH_FIELDS: &[&str] = &[
+pub(crate) const SEARCH_FIELDS: &[&str] = &[
     "query",
     "topK",
     "maxToolTokens",

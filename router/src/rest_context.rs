@@ -18,6 +18,7 @@ use crate::context_api::{
 };
 use crate::rest::{ApiError, Call, RestState, SearchParams, diagnostics_flag};
 use crate::rest_body::{INGEST_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_off_runtime};
+use crate::rest_types::{DeletedRecords, Groups, Syncs, UpsertedRecords};
 
 pub fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
@@ -188,7 +189,7 @@ async fn list_syncs(
         .list_syncs(&project_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "syncs": syncs })))
+    Ok(call.ok(Syncs { syncs }))
 }
 
 #[derive(serde::Deserialize)]
@@ -266,12 +267,12 @@ async fn upsert_records(
         .upsert_records(&project_id, &sync_id, raw, &call.request_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({
-        "upserted": outcome.upserted,
-        "unchanged": outcome.unchanged,
-        "segments": outcome.segments,
-        "generation": outcome.generation,
-    })))
+    Ok(call.ok(UpsertedRecords {
+        upserted: outcome.upserted,
+        unchanged: outcome.unchanged,
+        segments: outcome.segments,
+        generation: outcome.generation,
+    }))
 }
 
 async fn delete_records(
@@ -295,11 +296,11 @@ async fn delete_records(
         .delete_records(&project_id, &sync_id, raw.ids, &call.request_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({
-        "deleted": outcome.deleted,
-        "notFound": outcome.not_found,
-        "generation": outcome.generation,
-    })))
+    Ok(call.ok(DeletedRecords {
+        deleted: outcome.deleted,
+        not_found: outcome.not_found,
+        generation: outcome.generation,
+    }))
 }
 
 async fn put_groups(
@@ -323,5 +324,5 @@ async fn put_groups(
         .put_groups(&project_id, &sync_id, raw)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "groups": groups })))
+    Ok(call.ok(Groups { groups }))
 }

@@ -13,7 +13,10 @@ use axum::response::{IntoResponse, Response};
 use crate::rest::{ApiError, RestState};
 
 fn exempt(path: &str) -> bool {
-    matches!(path, "/livez" | "/readyz" | "/healthz" | "/metrics")
+    matches!(
+        path,
+        "/livez" | "/readyz" | "/healthz" | "/metrics" | "/openapi.json"
+    )
 }
 
 pub(crate) async fn admit(

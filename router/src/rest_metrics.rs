@@ -45,7 +45,7 @@ pub(crate) async fn record(mut request: Request, next: Next) -> Response {
     // Probes and scrapes make no trace: they would flood the backend with one-span traces.
     let span = if matches!(
         request.uri().path(),
-        "/livez" | "/readyz" | "/healthz" | "/metrics"
+        "/livez" | "/readyz" | "/healthz" | "/metrics" | "/openapi.json"
     ) {
         tracing::Span::none()
     } else {

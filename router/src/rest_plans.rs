@@ -13,6 +13,7 @@ use crate::json::from_json;
 use crate::plans::RawPlan;
 use crate::rest::{ApiError, Call, RestState};
 use crate::rest_body::{PLAN_BODY_LIMIT, parse_off_runtime};
+use crate::rest_types::{Deleted, Plans};
 
 pub(crate) fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
@@ -58,7 +59,7 @@ async fn list_plans(
         .list_plans(&project_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "plans": plans })))
+    Ok(call.ok(Plans { plans }))
 }
 
 async fn delete_plan(
@@ -73,5 +74,5 @@ async fn delete_plan(
         .delete_plan(&project_id, &plan_id)
         .await
         .map_err(|e| call.fail(e))?;
-    Ok(call.ok(serde_json::json!({ "deleted": true })))
+    Ok(call.ok(Deleted { deleted: true }))
 }

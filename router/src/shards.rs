@@ -583,7 +583,7 @@ struct Slot {
 }
 
 /// What the router knows of one configured shard, for readiness and operators.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardStatus {
     pub address: String,

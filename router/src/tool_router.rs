@@ -51,8 +51,19 @@ pub(crate) fn routes() -> AxumRouter<RestState> {
         )
 }
 
+/// The body of a session creation as [`session_user`] reads it: `{}` (or nothing) or
+/// `{"user_id": ...}`; the reference's other session fields are refused by name.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "SessionCreateRequest")]
+pub struct RawSessionCreate {
+    /// The session's user; only the service credential (or an anonymous caller where nothing is
+    /// authenticated) may name one.
+    pub user_id: Option<String>,
+}
+
 /// What a session creation answers.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionCreated {
     pub session_id: String,
     pub project_id: String,
@@ -63,7 +74,7 @@ pub struct SessionCreated {
 }
 
 /// The tool router's search answer.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionSearch {
     pub success: bool,
     pub error: Option<String>,
@@ -76,7 +87,7 @@ pub struct SessionSearch {
     pub next_steps_guidance: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionResult {
     pub index: u32,
     pub use_case: String,
@@ -103,7 +114,7 @@ pub struct SessionResult {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionToolkit {
     pub toolkit: String,
     pub description: String,
@@ -122,13 +133,13 @@ pub struct SessionToolkit {
     pub status_message: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ConnectionDetails {
     /// The user's active accounts of the toolkit, default first.
     pub connected_account_ids: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionAccount {
     pub id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,12 +153,13 @@ pub struct SessionAccount {
 }
 
 /// A tool ready for an LLM, in snake_case.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionTool {
     pub slug: String,
     pub toolkit: String,
     pub description: String,
     /// JSON Schema of the arguments (hydrated for the session's user where the integration does).
+    #[schemars(with = "serde_json::Value")]
     pub input_parameters: Box<serde_json::value::RawValue>,
     pub side_effect: &'static str,
     pub approval_required: bool,
@@ -155,14 +167,14 @@ pub struct SessionTool {
     pub tokens: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionTime {
     pub current_time_utc: String,
     pub current_time_utc_epoch_seconds: i64,
     pub message: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SessionInfo {
     pub id: String,
     pub generate_id: bool,

@@ -25,7 +25,7 @@ pub const MAX_PITFALLS: usize = 20;
 pub const MAX_PITFALL_TEXT: usize = 1000;
 
 /// One integration's information as sent.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawIntegrationInfo {
     pub integration: Option<String>,
@@ -36,7 +36,7 @@ pub struct RawIntegrationInfo {
 }
 
 /// `{"integrations": [...]}` as sent.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawIntegrations {
     pub integrations: Option<Vec<RawIntegrationInfo>>,

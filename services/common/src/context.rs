@@ -61,7 +61,7 @@ pub fn email_domain(principal: &str) -> Option<&str> {
 }
 
 /// Who may read a record.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Acl {
     #[serde(default)]

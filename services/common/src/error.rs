@@ -76,7 +76,7 @@ error_codes! {
 pub const CONTENT_TYPE_FIELD: &str = "content-type";
 
 /// One invalid field of a request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FieldViolation {
     /// The field's path in the request, in the API's own casing (`topK`, `tools[3].name`).
     pub field: String,
@@ -265,13 +265,13 @@ impl Error {
 }
 
 /// `{"error": {...}}`: the body of every REST error and the binary metadata of every gRPC error.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Envelope {
     pub error: EnvelopeBody,
 }
 
 /// The fields of an error as a client sees them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvelopeBody {
     pub code: String,

@@ -349,7 +349,7 @@ pub struct IndexedRecord {
 }
 
 /// A metadata field a sync declares for its records.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FieldDecl {
     pub name: String,
     /// keyword, text, numeric, date or bool.

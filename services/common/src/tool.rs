@@ -15,7 +15,19 @@ pub const INLINE_INTEGRATION: &str = "_local";
 
 /// What running a tool does in the connected app, ordered `read < write < delete < send`.
 /// `unknown` is outside the order: it is excluded whenever a ceiling is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SideEffect {
     Read,
@@ -95,7 +107,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 16_384;
 pub const MAX_PARAMETERS_BYTES: usize = 256 * 1024;
 
 /// A tool as a catalog delivers it (one line of a catalog JSONL file, one item of an upsert).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolDefinition {
     /// Unique within a project; the function name handed to the LLM.
@@ -116,7 +128,7 @@ pub struct ToolDefinition {
 }
 
 /// A validated tool as a shard stores it. `parameters` is compact JSON text, kept verbatim.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolRecord {
     pub name: String,
     pub integration: String,
