@@ -628,7 +628,7 @@ pub struct Usage {
     pub visibility: Visibility,
     /// Candidates removed because the caller has no active connection to their integration.
     pub omitted_not_connected: u32,
-    /// Up to [`MAX_NEAR_MISSES`] tools that ranked inside the result window but were removed by
+    /// Up to 5 tools that ranked inside the result window but were removed by
     /// the side-effect ceiling, `connectedOnly` or the budget, best first.
     pub near_misses: Vec<NearMiss>,
     /// Some integrations in scope could not be searched: their tools are missing.
@@ -644,7 +644,7 @@ pub struct Usage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<u64>,
     /// `applied`, `failed_open`, `skipped_deadline`, `disabled_by_request` or
-    /// `disabled_by_deployment` (see [`crate::rerank`]).
+    /// `disabled_by_deployment`.
     pub rerank_outcome: &'static str,
 }
 

@@ -220,7 +220,7 @@ fn key(kind: &'static str, project_id: &str, user: Option<&str>, request_id: &st
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FeedbackOutcome {
-    /// Feedback examples the project has now (at most [`EXAMPLES_KEPT`]).
+    /// Feedback examples the project has now (at most 5,000, the most recent).
     pub examples: u64,
     /// The model version the project's searches use now (0: the deployment's default); a refit
     /// follows in the background.

@@ -216,7 +216,8 @@ pub struct RecommendedPlan {
     /// The plan's tools, in the order to run them.
     pub recommended_plan_steps: Vec<String>,
     pub plan_id: String,
-    /// See [`crate::plans::difficulty`].
+    /// `easy`, `medium` or `hard` with the reason, from the plan's steps and recorded outcomes
+    /// (e.g. `"easy - single-tool plan, succeeded 5 of 5 times"`).
     pub difficulty: String,
     /// The notes recorded with the plan, when it has some.
     #[serde(skip_serializing_if = "String::is_empty")]

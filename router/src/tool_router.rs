@@ -51,7 +51,7 @@ pub(crate) fn routes() -> AxumRouter<RestState> {
         )
 }
 
-/// The body of a session creation as [`session_user`] reads it: `{}` (or nothing) or
+/// The body of a session creation: `{}` (or nothing) or
 /// `{"user_id": ...}`; the reference's other session fields are refused by name.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -95,7 +95,8 @@ pub struct SessionResult {
     /// guidance for the query's toolkits, when there is any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_guidance: Option<String>,
-    /// The recommended plan's difficulty (see [`crate::plans::difficulty`]).
+    /// The recommended plan's difficulty, e.g. `"easy - single-tool plan, succeeded 5 of 5 times"`:
+    /// `easy`, `medium` or `hard` from its steps and recorded outcomes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difficulty: Option<String>,
     /// The recommended plan's tools, in the order to run them.
