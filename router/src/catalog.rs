@@ -199,7 +199,7 @@ impl Router {
         .await;
         self.invalidate_placements(project_id);
         self.invalidate_stale(project_id);
-        self.invalidate_plans(project_id);
+        self.invalidate_plans(project_id, false);
         outcome
     }
 

@@ -180,7 +180,13 @@ impl PlanIndex {
         allowed: impl Fn(&CachedPlan) -> bool,
         search: &SearchConfig,
     ) -> Option<(&CachedPlan, f64)> {
-        let allowed: Vec<bool> = self.plans.iter().map(allowed).collect();
+        // A plan embedded by another model (another dimension) cannot be compared: it takes
+        // no part, rather than a cosine over part of its vector.
+        let allowed: Vec<bool> = self
+            .plans
+            .iter()
+            .map(|plan| plan.embedding.len() == vector.len() && allowed(plan))
+            .collect();
         let mut query = vector.to_vec();
         unit(&mut query);
         let cosines: HashMap<&str, f64> = self
@@ -479,6 +485,35 @@ mod tests {
         assert!(
             PlanIndex::default()
                 .best("anything", &[1.0, 0.0], |_| true, &search)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn plans_of_another_dimension_take_no_part() {
+        let search = SearchConfig::default();
+        let index = PlanIndex::build(vec![
+            // Three dimensions: its first two alone would match the query best.
+            plan(
+                "pln_old",
+                "send the weekly report by email",
+                vec![1.0, 0.0, 0.0],
+                &["gmail"],
+            ),
+            plan("pln_new", "archive old email", vec![0.6, 0.8], &["gmail"]),
+        ]);
+        let (best, _) = index
+            .best(
+                "send the weekly report by email",
+                &[1.0, 0.0],
+                |_| true,
+                &search,
+            )
+            .unwrap();
+        assert_eq!(best.id, "pln_new");
+        assert!(
+            index
+                .best("anything", &[1.0, 0.0, 0.0, 0.0], |_| true, &search)
                 .is_none()
         );
     }

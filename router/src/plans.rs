@@ -84,6 +84,8 @@ impl RawPlan {
                 "useCase",
                 format!("must be at most {MAX_USE_CASE_CHARS} characters"),
             ));
+        } else if has_control(&use_case) {
+            v.push(FieldViolation::new("useCase", CONTROL_MESSAGE));
         }
         let steps = self.steps.unwrap_or_default();
         if steps.is_empty() || steps.len() > MAX_STEPS {
@@ -110,13 +112,15 @@ impl RawPlan {
                 ));
             }
         }
-        if let Some(notes) = &self.notes
-            && notes.chars().count() > MAX_NOTES_CHARS
-        {
-            v.push(FieldViolation::new(
-                "notes",
-                format!("must be at most {MAX_NOTES_CHARS} characters"),
-            ));
+        if let Some(notes) = &self.notes {
+            if notes.chars().count() > MAX_NOTES_CHARS {
+                v.push(FieldViolation::new(
+                    "notes",
+                    format!("must be at most {MAX_NOTES_CHARS} characters"),
+                ));
+            } else if has_control(notes) {
+                v.push(FieldViolation::new("notes", CONTROL_MESSAGE));
+            }
         }
         if let Some(pitfalls) = &self.pitfalls {
             if pitfalls.len() > MAX_PITFALLS {
@@ -130,6 +134,11 @@ impl RawPlan {
                     v.push(FieldViolation::new(
                         format!("pitfalls[{i}]"),
                         format!("must be 1 to {MAX_PITFALL_CHARS} characters"),
+                    ));
+                } else if has_control(text) {
+                    v.push(FieldViolation::new(
+                        format!("pitfalls[{i}]"),
+                        CONTROL_MESSAGE,
                     ));
                 }
             }
@@ -163,6 +172,17 @@ impl RawPlan {
             success,
         })
     }
+}
+
+/// What a text field with a control character is told.
+const CONTROL_MESSAGE: &str =
+    "must not contain control characters (tab, line feed and carriage return are allowed)";
+
+/// Whether `text` holds a control character other than tab, line feed or carriage return
+/// (stores refuse NUL in text, and none of them belongs in what an agent reads).
+fn has_control(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
 }
 
 /// A use case as a plan's identity sees it: trimmed, lowercased, every run of whitespace one
@@ -284,7 +304,13 @@ pub(crate) fn plan_cache() -> moka::sync::Cache<String, PlanCacheEntry> {
 impl Router {
     /// Records one outcome of a plan: its tools must be in the project's catalog; the use case is
     /// embedded with the query model. A new plan beyond [`MAX_PLANS`] is refused.
+    ///
+    /// It runs under the project's write lock, so a deletion of its tools on this router cannot
+    /// interleave between the catalog check and the write (and leave a plan naming a tool that
+    /// is gone; on another router, searches skip such a plan: they keep only plans whose steps
+    /// are all in the catalog).
     pub async fn record_plan(&self, project_id: &str, plan: PlanRecord) -> Result<PlanSummary> {
+        let _serial = self.write_locks.lock(project_id).await;
         let distinct: Vec<String> = plan
             .steps
             .iter()
@@ -332,7 +358,7 @@ impl Router {
             .store
             .record_plan(project_id, &outcome, MAX_PLANS)
             .await?;
-        self.invalidate_plans(project_id);
+        self.invalidate_plans(project_id, true);
         let Some(row) = recorded else {
             return Err(Error::invalid(
                 "useCase",
@@ -366,7 +392,7 @@ impl Router {
     pub async fn delete_plan(&self, project_id: &str, plan_id: &str) -> Result<()> {
         let deleted = plan_id_shape(plan_id) && self.store.delete_plan(project_id, plan_id).await?;
         if deleted {
-            self.invalidate_plans(project_id);
+            self.invalidate_plans(project_id, false);
         }
         if !deleted {
             return Err(Error::NotFound(format!(
@@ -463,14 +489,16 @@ impl Router {
         Ok(PlanIndex::build(cached))
     }
 
-    /// Makes the next search of the project read its plans from the store; what was cached stays
-    /// as the fallback of a store outage.
-    pub(crate) fn invalidate_plans(&self, project_id: &str) {
+    /// Makes the next search of the project read its plans from the store. With `keep_fallback`
+    /// (a plan was recorded), what was cached stays as the fallback of a store outage; without
+    /// it (a plan or a tool was deleted), it is dropped, so that an outage cannot bring back
+    /// what was deleted.
+    pub(crate) fn invalidate_plans(&self, project_id: &str, keep_fallback: bool) {
         self.plan_version.fetch_add(1, Ordering::SeqCst);
         let expired =
             Instant::now().checked_sub(self.settings.metadata_cache + Duration::from_millis(1));
         match (self.plan_cache.get(project_id), expired) {
-            (Some((_, index)), Some(expired)) => {
+            (Some((_, index)), Some(expired)) if keep_fallback => {
                 self.plan_cache
                     .insert(project_id.to_string(), (expired, index));
             }
@@ -553,6 +581,18 @@ mod tests {
         full.notes = Some("é".repeat(MAX_NOTES_CHARS));
         full.pitfalls = Some(vec!["é".repeat(MAX_PITFALL_CHARS); MAX_PITFALLS]);
         assert!(full.validate().is_ok());
+    }
+
+    #[test]
+    fn control_characters_are_refused_by_field() {
+        let mut plan = raw("send\0 it", &["A"], "success");
+        plan.notes = Some("first\u{7}".into());
+        plan.pitfalls = Some(vec!["fine\tto\nread\r".into(), "bad\u{1b}[0m".into()]);
+        assert_eq!(fields(plan), ["useCase", "notes", "pitfalls[1]"]);
+        let mut fine = raw("send it\tnow", &["A"], "success");
+        fine.notes = Some("line one\nline two\r\n".into());
+        fine.pitfalls = Some(vec!["a\tb".into()]);
+        assert!(fine.validate().is_ok());
     }
 
     #[test]

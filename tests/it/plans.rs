@@ -554,6 +554,13 @@ async fn plan_bodies_are_checked_and_every_bad_field_named() {
             json!({"useCase": "x", "steps": "ACME_MAIL_SEND_EMAIL", "outcome": "success"}),
             vec!["steps"],
         ),
+        // NUL (which PostgreSQL refuses in text) and other control characters, by field.
+        (
+            json!({"useCase": "send\u{0}it", "steps": ["ACME_MAIL_SEND_EMAIL"],
+                   "notes": "beep\u{7}", "pitfalls": ["tabs\tand\nnewlines are fine"],
+                   "outcome": "success"}),
+            vec!["useCase", "notes"],
+        ),
         (
             json!({"usecase": "x", "steps": ["ACME_MAIL_SEND_EMAIL"], "outcome": "success"}),
             vec!["usecase"],

@@ -3,13 +3,16 @@
 //! each reads the sections it needs.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod http;
 
 pub use http::{HttpConfig, normalize_host, normalize_origin, split_port};
+
+// Kept at their old paths: the sections of `[auth]` are authentication's own types.
+pub use crate::auth::{AuthConfig, ProjectAuthConfig};
+pub use crate::secret::Secret;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -292,69 +295,6 @@ pub enum PgTlsMode {
     Disable,
     Require,
     VerifyFull,
-}
-
-#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// Static bearer token: the service credential. Shards require it of the router; a project
-    /// without keys requires it of every request; a project with keys accepts it besides JWTs.
-    /// Required when binding beyond loopback.
-    pub token: Option<Secret>,
-    /// The credential between routers and shards, when it must differ from the public `token`:
-    /// a router sends it to its shards, and a shard accepts it alone. Unset: a router sends
-    /// `token` (or, with a client certificate in `shards.tls_cert_file`, nothing), and a shard
-    /// accepts `token` (or, with `tls.client_ca_file`, a verified client certificate alone).
-    pub internal_token: Option<Secret>,
-    /// Per-project JWT verification, keyed by project UUID (`[auth.projects.<uuid>]`, or
-    /// `AGENTSEARCH_AUTH__PROJECTS__<uuid>__<KEY>`; the hyphenless form of the UUID is accepted).
-    pub projects: BTreeMap<String, ProjectAuthConfig>,
-}
-
-impl AuthConfig {
-    /// The entry of `project_id` (any spelling of the same UUID), if configured.
-    pub fn project(&self, project_id: &str) -> Option<&ProjectAuthConfig> {
-        let wanted = uuid::Uuid::parse_str(project_id).ok()?;
-        self.projects
-            .iter()
-            .find(|(key, _)| uuid::Uuid::parse_str(key).is_ok_and(|id| id == wanted))
-            .map(|(_, project)| project)
-    }
-}
-
-/// How the JWTs of one project are verified. A project with keys requires a bearer on every
-/// request (unless `allow_anonymous`): a JWT signed by one of its keys, or the static
-/// `auth.token`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ProjectAuthConfig {
-    /// Shared secret of HS256 tokens, at least 32 bytes.
-    pub hs256_secret: Option<Secret>,
-    /// Public keys of RS256 (RSA) and ES256 (EC P-256) tokens: each a PEM text or the path of a
-    /// PEM file. Several keys allow rotation.
-    pub public_keys: Vec<String>,
-    /// The `aud` claim every token must carry.
-    pub audience: String,
-    /// The `iss` claim every token must carry, when set.
-    pub issuer: Option<String>,
-    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
-    pub leeway_secs: u64,
-    /// A request without an `Authorization` header is served as anonymous; a presented token
-    /// must still be valid.
-    pub allow_anonymous: bool,
-}
-
-impl Default for ProjectAuthConfig {
-    fn default() -> Self {
-        Self {
-            hs256_secret: None,
-            public_keys: Vec::new(),
-            audience: "agentsearch".to_string(),
-            issuer: None,
-            leeway_secs: 30,
-            allow_anonymous: false,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -822,32 +762,6 @@ impl HydrationConfig {
                 }
             }
         }
-    }
-}
-
-/// A secret string: never printed by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
     }
 }
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod metrics;
 pub mod principal;
+pub mod secret;
 pub mod segment;
 pub mod shard;
 pub mod splitmix;
