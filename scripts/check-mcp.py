@@ -21,52 +21,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import pathlib
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-DEMO_PROJECT = "00000000-0000-4000-8000-000000000001"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from serve_lib import DEMO_PROJECT, Failed, Served, run  # noqa: E402
+
 USER = "alice@example.com"
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-class Failed(Exception):
-    pass
 
 
 def check(condition: bool, what: str) -> None:
     if not condition:
         raise Failed(what)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(base: str, process: subprocess.Popen, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise Failed(f"agentsearch serve exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise Failed("agentsearch serve did not become ready")
 
 
 def text_of(result) -> str:
@@ -170,61 +142,28 @@ async def over_stdio(binary: str, base: str, token: str, env: dict) -> None:
             await exercise(session, "stdio")
 
 
+def against(served: Served) -> None:
+    token = subprocess.run(
+        [served.binary, "token", "--user", USER, "--data-dir", str(served.data)],
+        env=served.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    asyncio.run(asyncio.wait_for(over_http(served.base, token), served.remaining()))
+    asyncio.run(
+        asyncio.wait_for(
+            over_stdio(served.binary, served.base, token, served.env), served.remaining()
+        )
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args()
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    binary = os.environ.get("AGENTSEARCH_BIN", str(target / "release" / "agentsearch"))
-    model = os.environ.get("MODEL_DIR", str(ROOT / "models" / "all-MiniLM-L6-v2"))
-    deadline = time.monotonic() + args.timeout
-    with tempfile.TemporaryDirectory(prefix="agentsearch-mcp-") as tmp:
-        data = pathlib.Path(tmp) / "data"
-        http_port, grpc_port = free_port(), free_port()
-        base = f"http://127.0.0.1:{http_port}"
-        env = dict(os.environ, AGENTSEARCH_EMBED__MODEL_DIR=model, OMP_NUM_THREADS="1")
-        log = open(pathlib.Path(tmp) / "serve.log", "wb")
-        server = subprocess.Popen(
-            [
-                binary,
-                "serve",
-                "--data-dir",
-                str(data),
-                "--http",
-                f"127.0.0.1:{http_port}",
-                "--grpc",
-                f"127.0.0.1:{grpc_port}",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp,
-        )
-        try:
-            wait_ready(base, server, deadline)
-            token = subprocess.run(
-                [binary, "token", "--user", USER, "--data-dir", str(data)],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            remaining = max(1.0, deadline - time.monotonic())
-            asyncio.run(asyncio.wait_for(over_http(base, token), remaining))
-            remaining = max(1.0, deadline - time.monotonic())
-            asyncio.run(asyncio.wait_for(over_stdio(binary, base, token, env), remaining))
-        except Exception as err:  # noqa: BLE001 - every failure ends the check with its log
-            log.flush()
-            tail = (pathlib.Path(tmp) / "serve.log").read_text(errors="replace")[-3000:]
-            print(f"check-mcp: FAILED: {err!r}\n--- serve log (tail) ---\n{tail}", file=sys.stderr)
-            return 1
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+    if run("check-mcp", args.timeout, against):
+        return 1
     print("check-mcp: ok (http and stdio: initialize, list, search_tools, typed search_context, "
           "read_context, a misspelt field named, identity and email refused)")
     return 0

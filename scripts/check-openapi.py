@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEMO_PROJECT = "00000000-0000-4000-8000-000000000001"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from serve_lib import DEMO_PROJECT, ROOT, Failed, Served, run  # noqa: E402
+
 DEMO_SYNC = "5ea5c0de-0000-4000-8000-00000000d001"
 CHECKS = ",".join(
     [
@@ -42,28 +39,45 @@ CHECKS = ",".join(
 )
 
 
-class Failed(Exception):
-    pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(base: str, process: subprocess.Popen, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise Failed(f"agentsearch serve exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise Failed("agentsearch serve did not become ready")
+def contract(served: Served, max_examples: int) -> None:
+    committed = ROOT / "openapi.json"
+    with urllib.request.urlopen(f"{served.base}/openapi.json", timeout=10) as r:
+        document = json.load(r)
+    if document != json.loads(committed.read_text()):
+        raise Failed("/openapi.json differs from the committed openapi.json")
+    # Generated requests act on the demo project and one of its syncs (ids drawn at random would
+    # only meet "no such project" and never reach the routes' own logic).
+    (served.tmp / "schemathesis.toml").write_text(
+        f'[parameters]\n"path.project_id" = "{DEMO_PROJECT}"\n"path.sync_id" = "{DEMO_SYNC}"\n'
+    )
+    schemathesis = pathlib.Path(sys.executable).parent / "schemathesis"
+    result = subprocess.run(
+        [
+            str(schemathesis),
+            "--no-color",
+            "run",
+            str(committed),
+            "--url",
+            served.base,
+            "--checks",
+            CHECKS,
+            "--max-examples",
+            str(max_examples),
+            "--generation-deterministic",
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--workers",
+            "1",
+            "--request-timeout",
+            "30",
+        ],
+        env=dict(served.env, SCHEMATHESIS_TELEMETRY="false"),
+        timeout=served.remaining(at_least=10),
+        cwd=served.tmp,
+    )
+    served.check_alive()
+    if result.returncode != 0:
+        raise Failed(f"schemathesis found problems (exit {result.returncode})")
 
 
 def main() -> int:
@@ -71,87 +85,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--max-examples", type=int, default=15)
     args = parser.parse_args()
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    binary = os.environ.get("AGENTSEARCH_BIN", str(target / "release" / "agentsearch"))
-    model = os.environ.get("MODEL_DIR", str(ROOT / "models" / "all-MiniLM-L6-v2"))
-    schemathesis = pathlib.Path(sys.executable).parent / "schemathesis"
-    committed = ROOT / "openapi.json"
-    deadline = time.monotonic() + args.timeout
-    with tempfile.TemporaryDirectory(prefix="agentsearch-openapi-") as tmp:
-        data = pathlib.Path(tmp) / "data"
-        http_port, grpc_port = free_port(), free_port()
-        base = f"http://127.0.0.1:{http_port}"
-        env = dict(os.environ, AGENTSEARCH_EMBED__MODEL_DIR=model, OMP_NUM_THREADS="1")
-        log_path = pathlib.Path(tmp) / "serve.log"
-        log = open(log_path, "wb")
-        server = subprocess.Popen(
-            [
-                binary,
-                "serve",
-                "--data-dir",
-                str(data),
-                "--http",
-                f"127.0.0.1:{http_port}",
-                "--grpc",
-                f"127.0.0.1:{grpc_port}",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp,
-        )
-        try:
-            wait_ready(base, server, deadline)
-            with urllib.request.urlopen(f"{base}/openapi.json", timeout=10) as r:
-                served = json.load(r)
-            if served != json.loads(committed.read_text()):
-                raise Failed("/openapi.json differs from the committed openapi.json")
-            # Generated requests act on the demo project and one of its syncs (ids drawn at random would only meet
-            # "no such project" and never reach the routes' own logic).
-            (pathlib.Path(tmp) / "schemathesis.toml").write_text(
-                f'[parameters]\n"path.project_id" = "{DEMO_PROJECT}"\n"path.sync_id" = "{DEMO_SYNC}"\n'
-            )
-            remaining = max(10, int(deadline - time.monotonic()))
-            run = subprocess.run(
-                [
-                    str(schemathesis),
-                    "--no-color",
-                    "run",
-                    str(committed),
-                    "--url",
-                    base,
-                    "--checks",
-                    CHECKS,
-                    "--max-examples",
-                    str(args.max_examples),
-                    "--generation-deterministic",
-                    "--phases",
-                    "examples,coverage,fuzzing",
-                    "--workers",
-                    "1",
-                    "--request-timeout",
-                    "30",
-                ],
-                env=dict(os.environ, SCHEMATHESIS_TELEMETRY="false"),
-                timeout=remaining,
-                cwd=tmp,
-            )
-            if server.poll() is not None:
-                raise Failed(f"agentsearch serve exited with {server.returncode} during the run")
-            if run.returncode != 0:
-                raise Failed(f"schemathesis found problems (exit {run.returncode})")
-        except Exception as err:  # noqa: BLE001 - every failure ends the check with its log
-            log.flush()
-            tail = log_path.read_text(errors="replace")[-3000:]
-            print(f"check-openapi: FAILED: {err}\n--- serve log (tail) ---\n{tail}", file=sys.stderr)
-            return 1
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+    if run("check-openapi", args.timeout, lambda served: contract(served, args.max_examples)):
+        return 1
     print("check-openapi: ok (served document is the committed one; schemathesis found no problem)")
     return 0
 
