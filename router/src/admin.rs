@@ -12,8 +12,8 @@ use axum::response::Response;
 use axum::routing::{delete, get, post};
 use serde_json::Value;
 
-use crate::rest::{ApiError, Call, RestState};
-use crate::rest_body::{parse_object, read_body, reject_unknown};
+use crate::http::body::{parse_object, read_body, reject_unknown};
+use crate::http::{ApiError, Call, RestState};
 
 /// Body limit of an admin request (a few flags).
 const ADMIN_BODY_LIMIT: usize = 16 * 1024;

@@ -1,5 +1,5 @@
 //! The meta-tools over the Model Context Protocol: `search_tools`, `search_context`,
-//! `read_context` and `get_tool` ([`crate::meta_tools`]), served on the router's streamable HTTP
+//! `read_context` and `get_tool` ([`crate::agent::meta_tools`]), served on the router's streamable HTTP
 //! transport at `/mcp` and, by `agentsearch mcp`, over stdio for desktop agents talking to a
 //! running server.
 //!
@@ -492,7 +492,7 @@ pub fn http_service(
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .disable_allowed_hosts()
-            .with_max_request_body_bytes(crate::rest_body::SEARCH_BODY_LIMIT),
+            .with_max_request_body_bytes(crate::http::body::SEARCH_BODY_LIMIT),
     )
 }
 

@@ -8,8 +8,8 @@
 use agentsearch_common::Error;
 use serde_json::{Map, Value, json};
 
-use crate::api::{MAX_FILTER_ITEMS, MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K};
-use crate::context_api::{MAX_READ_AROUND, MAX_SEGMENTS_PER_RECORD, MAX_SOURCES, MAX_SYNC_IDS};
+use crate::context::api::{MAX_READ_AROUND, MAX_SEGMENTS_PER_RECORD, MAX_SOURCES, MAX_SYNC_IDS};
+use crate::tools::api::{MAX_FILTER_ITEMS, MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K};
 
 /// The shape a model API expects tool definitions in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

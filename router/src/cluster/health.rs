@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::Router;
-use crate::shards::ShardStatus;
+use crate::cluster::shards::ShardStatus;
 
 /// Time allowed to the metadata store's answer in a readiness check.
 const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);

@@ -9,7 +9,7 @@
 //! 1. join: `to` is marked stale and, once every router's cached marks show it
 //!    ([`Router::settle`]), added to the key's replicas. From then on writes go to it (a failed
 //!    one marks it again) and reads skip it;
-//! 2. fill: the repair ([`crate::repair`]) copies the key into `to` from a healthy replica (tools
+//! 2. fill: the repair ([`crate::cluster::repair`]) copies the key into `to` from a healthy replica (tools
 //!    with their vectors, records with their segments, vectors and ACL tokens: nothing is
 //!    embedded again) and clears the mark. It is held back until every router's cached
 //!    placements include `to` ([`Router::settle`]), so no write can have missed `to` unnoticed;
@@ -30,6 +30,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+/// Integrations and syncs whose only replica was lost.
+pub(crate) const LOST: &str = "agentsearch_replicas_lost_total";
+
 use agentsearch_common::shard::{ExportToolsRequest, MAX_LIST_RECORDS};
 use agentsearch_common::shard::{ListRecordsRequest, RecordDeleteRequest, ShardDeleteRequest};
 use agentsearch_common::{Error, Result};
@@ -39,7 +42,7 @@ use agentsearch_store::{
 use serde::Serialize;
 
 use crate::Router;
-use crate::placement::rendezvous;
+use crate::cluster::placement::rendezvous;
 
 /// Steps of replica moves, by reason and step.
 pub(crate) const MOVE_STEPS: &str = "agentsearch_replica_move_steps_total";
@@ -450,7 +453,7 @@ impl Router {
             .await?;
         self.invalidate_placements(&set.project_id);
         self.invalidate_stale(&set.project_id);
-        metrics::counter!(crate::repair::LOST, "kind" => set.kind.clone()).increment(1);
+        metrics::counter!(LOST, "kind" => set.kind.clone()).increment(1);
         tracing::error!(
             project_id = %set.project_id, kind = %set.kind, key = %set.key, shard_id = %lost,
             to = %to, "the only replica of this key was lost: placed anew, empty; its content \

@@ -2,7 +2,7 @@
 //! in one call per shard; it succeeds when every key was acknowledged by `quorum` of its replicas
 //! (all of them when it has fewer). Each replica that failed is marked stale in the metadata
 //! store for the keys of its call *before* the write is acknowledged, so a replica that missed an
-//! acknowledged write is never read from until a repair ([`crate::repair`]) has brought it level.
+//! acknowledged write is never read from until a repair ([`crate::cluster::repair`]) has brought it level.
 //! If the mark cannot be recorded, the write fails (retryable): acknowledged means durable on the
 //! quorum and known to be missing elsewhere.
 //!
@@ -16,7 +16,7 @@ use agentsearch_common::{Error, Result};
 use agentsearch_store::{MetadataStore, StaleReplica};
 use futures::future::join_all;
 
-use crate::shards::{ShardClient, ShardSet};
+use crate::cluster::shards::{ShardClient, ShardSet};
 
 pub(crate) const MISSED_WRITES: &str = "agentsearch_replica_writes_missed_total";
 

@@ -1,5 +1,5 @@
 //! Repair of stale replicas. A replica that missed an acknowledged write is marked stale in the
-//! metadata store ([`crate::quorum`]) and is not read from. A repair pass brings each such replica
+//! metadata store ([`crate::cluster::quorum`]) and is not read from. A repair pass brings each such replica
 //! level with a healthy one (reachable, not stale for the same key) and clears the mark:
 //!
 //! 1. copy: what the stale replica lacks or holds at another version is copied from the healthy
@@ -32,13 +32,11 @@ use agentsearch_common::{Error, Result};
 use agentsearch_store::{STALE_INTEGRATION, STALE_SYNC, StaleReplica};
 
 use crate::Router;
-use crate::membership::{Membership, now_ms};
-use crate::placement::rendezvous;
-use crate::shards::ShardClient;
+use crate::cluster::membership::{Membership, now_ms};
+use crate::cluster::placement::rendezvous;
+use crate::cluster::shards::ShardClient;
 
 pub(crate) const REPAIRS: &str = "agentsearch_replica_repairs_total";
-/// Integrations and syncs whose only replica was lost.
-pub(crate) const LOST: &str = "agentsearch_replicas_lost_total";
 
 /// Time one repair call has (an export of a large integration, a copy of a page of records).
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -64,7 +62,7 @@ pub struct RepairReport {
     pub waiting: usize,
     /// Marks whose repair failed (an error talking to a shard or the store).
     pub failed: usize,
-    /// Replica moves in progress (drains, rebalances: [`crate::membership`]) after the pass.
+    /// Replica moves in progress (drains, rebalances: [`crate::cluster::membership`]) after the pass.
     pub moving: usize,
 }
 
@@ -85,7 +83,7 @@ enum Outcome {
 impl Router {
     /// One repair pass over every stale replica of every project (see the module docs), after
     /// moving the replicas of shards that came back without their data and advancing the moves
-    /// of drains and rebalances ([`crate::membership`]).
+    /// of drains and rebalances ([`crate::cluster::membership`]).
     pub async fn repair_stale(&self) -> Result<RepairReport> {
         self.move_lost_replicas().await;
         let membership = match self.membership_pass().await {

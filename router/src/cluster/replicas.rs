@@ -13,34 +13,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentsearch_common::{Error, Result};
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use crate::shards::{ShardClient, ShardSet};
+use crate::cluster::shards::{ShardClient, ShardSet};
 
 pub(crate) const HEDGES: &str = "agentsearch_shard_hedges_total";
 pub(crate) const RETRIES: &str = "agentsearch_shard_retries_total";
-
-/// One request in flight on a shard, counted while it lives.
-pub(crate) struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    pub(crate) fn new(counter: Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::Relaxed);
-        Self(counter)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Chooses a replica per key for one search.
 pub(crate) struct Planner<'a> {
@@ -114,7 +96,7 @@ pub(crate) fn assign<'r, K: Clone>(
     (groups.into_iter().collect(), orphans)
 }
 
-/// The replicas that missed writes, by kind and key (see [`crate::quorum`]).
+/// The replicas that missed writes, by kind and key (see [`crate::cluster::quorum`]).
 #[derive(Default)]
 pub(crate) struct StaleSet {
     by_kind: HashMap<String, HashMap<String, Vec<String>>>,
@@ -352,11 +334,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::shards::InFlight;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn set(ids: &[&str]) -> ShardSet {
         ShardSet::fixed(ids.iter().map(|id| {
             let client =
-                crate::shards::GrpcShard::connect_lazy("127.0.0.1:9", &Default::default()).unwrap();
+                crate::cluster::shards::GrpcShard::connect_lazy("127.0.0.1:9", &Default::default())
+                    .unwrap();
             (id.to_string(), ShardClient::Grpc(client))
         }))
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentsearch_common::auth::Auth;
@@ -570,7 +571,7 @@ struct Members {
     /// Every configured shard in configuration order: its address, the id it answered with, and
     /// whether the last probe reached it.
     slots: Vec<Slot>,
-    /// Shards being drained (see [`crate::membership`]): no new placements.
+    /// Shards being drained (see [`crate::cluster::membership`]): no new placements.
     draining: std::collections::BTreeSet<String>,
 }
 
@@ -851,7 +852,7 @@ impl ShardSet {
     }
 
     /// Shards whose address answered with a new id since this router started (their data dir was
-    /// lost): old id -> new id. Their replicas are to be moved (see [`crate::repair`]).
+    /// lost): old id -> new id. Their replicas are to be moved (see [`crate::cluster::repair`]).
     pub fn replaced(&self) -> BTreeMap<String, String> {
         self.inner.read().replaced.clone()
     }
@@ -898,7 +899,7 @@ impl ShardSet {
     }
 
     /// Counts one request on shard `id` until the guard is dropped (see [`ShardSet::in_flight`]).
-    pub(crate) fn begin(&self, id: &str) -> crate::replicas::InFlight {
+    pub(crate) fn begin(&self, id: &str) -> InFlight {
         let known = self.inner.read().in_flight.get(id).cloned();
         let counter = known.unwrap_or_else(|| {
             self.inner
@@ -908,7 +909,7 @@ impl ShardSet {
                 .or_default()
                 .clone()
         });
-        crate::replicas::InFlight::new(counter)
+        InFlight::new(counter)
     }
 
     /// Requests this router has in flight on shard `id`.
@@ -965,5 +966,21 @@ impl ShardSet {
                 error: s.last_error.clone(),
             })
             .collect()
+    }
+}
+
+/// One request in flight on a shard, counted while it lives.
+pub(crate) struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    pub(crate) fn new(counter: Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

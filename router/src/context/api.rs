@@ -13,9 +13,9 @@ use agentsearch_common::{Error, FieldViolation};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Explain, Int, Trace, range};
+use crate::tools::api::{Explain, Int, Trace, range};
 
-pub use crate::api::MAX_QUERY_CHARS;
+pub use crate::tools::api::MAX_QUERY_CHARS;
 pub const MAX_TOP_K: i64 = 50;
 pub const DEFAULT_TOP_K: u32 = 10;
 pub const MAX_SEGMENTS_PER_RECORD: i64 = 5;
@@ -294,7 +294,7 @@ pub struct RawContextSearch {
     #[serde(skip)]
     pub diagnostics: bool,
     /// The caller's query embedding (see the tool search's).
-    pub query_embedding: Option<crate::api::RawQueryEmbedding>,
+    pub query_embedding: Option<crate::tools::api::RawQueryEmbedding>,
 }
 
 /// A validated context search.
@@ -316,7 +316,7 @@ pub struct ContextSearch {
     pub identity: Vec<IdentityEntry>,
     pub mode: RetrievalMode,
     pub diagnostics: bool,
-    pub query_embedding: Option<crate::api::QueryEmbedding>,
+    pub query_embedding: Option<crate::tools::api::QueryEmbedding>,
 }
 
 impl RawContextSearch {
@@ -328,11 +328,11 @@ impl RawContextSearch {
                 (String::new(), Some(document))
             }
             Some(serde_json::Value::String(text)) => (
-                crate::api::query_text(&mut v, Some(text), "must not be empty"),
+                crate::tools::api::query_text(&mut v, Some(text), "must not be empty"),
                 None,
             ),
             None => (
-                crate::api::query_text(&mut v, None, "must not be empty"),
+                crate::tools::api::query_text(&mut v, None, "must not be empty"),
                 None,
             ),
             Some(_) => {
@@ -381,9 +381,9 @@ impl RawContextSearch {
         )
         .unwrap_or(1);
         let identity = identities(&mut v, self.identity, self.email);
-        let mode = crate::api::retrieval_mode(&mut v, self.mode.as_deref());
+        let mode = crate::tools::api::retrieval_mode(&mut v, self.mode.as_deref());
         let query_embedding =
-            crate::api::query_embedding(&mut v, "queryEmbedding", self.query_embedding);
+            crate::tools::api::query_embedding(&mut v, "queryEmbedding", self.query_embedding);
         if !v.is_empty() {
             return Err(Error::invalid_many(v));
         }
@@ -833,7 +833,7 @@ pub struct SegmentInput {
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingSpec {
     pub model: String,
-    #[serde(deserialize_with = "crate::api::u32_field")]
+    #[serde(deserialize_with = "crate::tools::api::u32_field")]
     pub dimension: u32,
 }
 

@@ -14,13 +14,13 @@ use futures::Stream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::api::Int;
-use crate::context_api::{
+use crate::context::api::{
     ContextSearchResponse, EmbeddingSpec, RawContextSearch, RawCreateSync, RawFieldDecl, RawGroup,
     RawIdentity, RawIdentityEntry, RawPutGroups, RawReadContext, RawRecord, RawUpsertRecords,
     SegmentInput, SyncStatus, bind_identity, parse_sync_id,
 };
 use crate::grpc::PublicGrpc;
+use crate::tools::api::Int;
 
 /// `identity` (one account) or `identities` (per source), as the REST field.
 fn identity(one: Option<String>, many: Vec<pb::IdentityEntry>) -> Result<Option<RawIdentity>> {
@@ -93,7 +93,7 @@ fn search_to_proto(r: ContextSearchResponse) -> pb::ContextSearchResponse {
                         highlights: s.highlights,
                     })
                     .collect(),
-                explain: r.explain.map(crate::grpc::explain_to_proto),
+                explain: r.explain.map(crate::tools::proto::explain_to_proto),
             })
             .collect(),
         usage: Some(pb::ContextUsage {
@@ -229,7 +229,9 @@ impl ContextSearch for PublicGrpc {
             email: None,
             mode: r.mode,
             diagnostics: r.diagnostics,
-            query_embedding: r.query_embedding.map(crate::grpc::raw_query_embedding),
+            query_embedding: r
+                .query_embedding
+                .map(crate::tools::proto::raw_query_embedding),
         };
         let mut validated = raw.validate(project_id).map_err(fail)?;
         bind_identity(&mut validated.identity, ctx.user.as_deref()).map_err(fail)?;
@@ -252,7 +254,7 @@ impl ContextSearch for PublicGrpc {
         let outcome = self
             .router()
             .feedback(
-                crate::feedback::CONTEXT,
+                crate::tools::feedback::CONTEXT,
                 &project_id,
                 ctx.user.as_deref(),
                 &r.request_id,

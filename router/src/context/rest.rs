@@ -12,13 +12,13 @@ use axum::response::Response;
 use axum::routing::{get, post, put};
 use serde::de::DeserializeOwned;
 
-use crate::context_api::{
+use crate::context::api::{
     RawContextSearch, RawCreateSync, RawDeleteRecords, RawPutGroups, RawReadContext,
     RawUpsertRecords, bind_identity, from_json, parse_sync_id,
 };
-use crate::rest::{ApiError, Call, RestState, SearchParams, diagnostics_flag};
-use crate::rest_body::{INGEST_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_off_runtime};
-use crate::rest_types::{DeletedRecords, Groups, Syncs, UpsertedRecords};
+use crate::context::rest_types::{DeletedRecords, Groups, Syncs, UpsertedRecords};
+use crate::http::body::{INGEST_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_off_runtime};
+use crate::http::{ApiError, Call, RestState, SearchParams, diagnostics_flag};
 
 pub fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
@@ -150,7 +150,9 @@ async fn context_feedback(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    crate::rest::feedback(crate::feedback::CONTEXT, state, project_id, headers, body).await
+    let kind = crate::tools::feedback::CONTEXT;
+    let list = crate::tools::feedback::used_field(kind);
+    crate::http::feedback(kind, list, state, project_id, headers, body).await
 }
 
 async fn create_sync(

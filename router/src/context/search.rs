@@ -9,10 +9,10 @@
 //! compare the two inside the index, so a segment the caller cannot read never leaves a shard,
 //! and every count in the response is computed over readable segments only.
 //!
-//! Writes follow the protocol of [`crate::context_write`]: the records a batch changes are marked
+//! Writes follow the protocol of [`crate::context::write`]: the records a batch changes are marked
 //! pending in the store (new ones included, so a record a shard holds is always known and
 //! deletable), every replica is written (a quorum must acknowledge; those that missed it are marked
-//! stale and repaired, see [`crate::quorum`] and [`crate::repair`]), then the store records the
+//! stale and repaired, see [`crate::cluster::quorum`] and [`crate::cluster::repair`]), then the store records the
 //! final entries, all on a task a caller cannot cancel. A batch is acknowledged only after that.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,18 +35,19 @@ use futures::future::join_all;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
-use crate::api::{Explain, RetrieverHit};
-use crate::context_api::{
+use crate::cluster::placement::rendezvous;
+use crate::cluster::replicas::{AlternativesFn, PartPlan, assign, run_part};
+use crate::cluster::shards::ShardClient;
+use crate::context::api::{
     AppliedIdentities, ContextResult, ContextSearch, ContextSearchResponse, ContextSegment,
     ContextUsage, CreateSync, Drops, IdentityEntry, RawPutGroups, RawUpsertRecords, ReadContext,
     ReadContextResponse, RecordInput, ResultSegment, SyncStatus, UnusedIdentity, record_id_problem,
     validate_groups, validate_records,
 };
-use crate::context_write::RecordWrite;
-use crate::placement::rendezvous;
-use crate::replicas::{AlternativesFn, PartPlan, assign, run_part};
-use crate::search::{TraceRecorder, fuse_keyed};
-use crate::shards::ShardClient;
+pub use crate::context::write::DeleteRecordsOutcome;
+use crate::context::write::RecordWrite;
+use crate::tools::api::{Explain, RetrieverHit};
+use crate::tools::search::{TraceRecorder, fuse_keyed};
 use crate::{Router, detached};
 use agentsearch_store::STALE_SYNC;
 
@@ -57,13 +58,6 @@ pub struct UpsertRecordsOutcome {
     /// Segments written for the upserted records.
     pub segments: u64,
     /// The sync's generation after the batch.
-    pub generation: u64,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DeleteRecordsOutcome {
-    pub deleted: u32,
-    pub not_found: u32,
     pub generation: u64,
 }
 
@@ -177,12 +171,12 @@ impl Router {
         project_id: &str,
         sync_ids: &[String],
     ) -> Result<serde_json::Value> {
-        if sync_ids.len() > crate::context_api::MAX_SYNC_IDS {
+        if sync_ids.len() > crate::context::api::MAX_SYNC_IDS {
             return Err(Error::invalid(
                 "syncIds",
                 format!(
                     "must have at most {} items, got {}",
-                    crate::context_api::MAX_SYNC_IDS,
+                    crate::context::api::MAX_SYNC_IDS,
                     sync_ids.len()
                 ),
             ));
@@ -190,7 +184,7 @@ impl Router {
         let mut wanted = Vec::with_capacity(sync_ids.len());
         for (i, id) in sync_ids.iter().enumerate() {
             wanted.push(
-                crate::context_api::parse_sync_id(&format!("syncIds[{i}]"), id)
+                crate::context::api::parse_sync_id(&format!("syncIds[{i}]"), id)
                     .map_err(|v| Error::invalid_many(vec![v]))?,
             );
         }
@@ -329,12 +323,12 @@ impl Router {
         ids: Vec<String>,
         request_id: &str,
     ) -> Result<DeleteRecordsOutcome> {
-        if ids.len() > crate::context_api::MAX_RECORDS {
+        if ids.len() > crate::context::api::MAX_RECORDS {
             return Err(Error::invalid(
                 "ids",
                 format!(
                     "at most {} ids per call, got {}",
-                    crate::context_api::MAX_RECORDS,
+                    crate::context::api::MAX_RECORDS,
                     ids.len()
                 ),
             ));
@@ -477,7 +471,7 @@ impl Router {
             None => None,
             Some(document) => {
                 let (catalog, fields) = content_catalog(&syncs);
-                let (q, limit, typed) = crate::api::TypedQuery::parse(&catalog, &document)
+                let (q, limit, typed) = crate::tools::api::TypedQuery::parse(&catalog, &document)
                     .map_err(|v| Error::invalid_many(vec![v]))?;
                 req.query = q.unwrap_or_default();
                 if let Some(limit) = limit {
@@ -502,7 +496,7 @@ impl Router {
         let structured_only = typed.is_some() && !has_words;
 
         // The query embedding and the global lexical statistics, together.
-        let salt = crate::replicas::salt_of(request_id);
+        let salt = crate::cluster::replicas::salt_of(request_id);
         let stale = self.stale_replicas(&req.project_id).await;
         let indexes: Vec<usize> = (0..scopes.len()).collect();
         let replicas = |i: &usize| scopes[*i].sync.shard_ids.as_slice();
@@ -560,7 +554,7 @@ impl Router {
             Some((Ok((vector, cached)), took)) => {
                 let label = match given {
                     Some(_) => "embed_given",
-                    None => crate::search::embed_label(cached),
+                    None => crate::tools::search::embed_label(cached),
                 };
                 trace.push(label, took);
                 Some(vector)
@@ -593,7 +587,7 @@ impl Router {
         trace.step("prepare");
 
         // Fan out; a slow part is hedged, a failed one re-routed to other replicas (see
-        // [`crate::replicas::run_part`]).
+        // [`crate::cluster::replicas::run_part`]).
         let request_for = |scopes: Vec<SyncScope>| ContextSearchRequest {
             project_id: req.project_id.clone(),
             syncs: scopes,
@@ -772,7 +766,7 @@ impl Router {
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
         // The project's context model, learned from its feedback, or the deployment's weights.
         let model = self
-            .ranking_model(crate::feedback::CONTEXT, &req.project_id)
+            .ranking_model(crate::tools::feedback::CONTEXT, &req.project_id)
             .await;
         let weights = model
             .as_ref()
@@ -831,11 +825,11 @@ impl Router {
         };
         let (lexical_records, dense_records) = (best_per_record(&lexical), best_per_record(&dense));
         self.search_log.record(
-            crate::feedback::CONTEXT,
+            crate::tools::feedback::CONTEXT,
             &req.project_id,
             user,
             request_id,
-            || crate::feedback::Lists::of_records(&lexical_records, &dense_records),
+            || crate::tools::feedback::Lists::of_records(&lexical_records, &dense_records),
         );
         let (record_fused, record_floor) = fuse_keyed(
             &self.settings.search,

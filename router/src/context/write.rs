@@ -8,7 +8,7 @@
 //!    whatever the moment the write is interrupted (client gone, router killed, a replica or the
 //!    store failing);
 //! 2. every replica is written, in calls of bounded size, under the write quorum (see
-//!    [`crate::quorum`]: a replica that misses the write is marked stale);
+//!    [`crate::cluster::quorum`]: a replica that misses the write is marked stale);
 //! 3. the store records the final entries, the ACL tokens and a new sync generation.
 //!
 //! A delete sends every named id to every replica, known to the store or not, then removes the
@@ -21,9 +21,8 @@ use agentsearch_common::shard::{IndexedRecord, RecordDeleteRequest, SegmentUpser
 use agentsearch_common::{Error, Result};
 use agentsearch_store::{MetadataStore, RecordEntry, STALE_SYNC};
 
-use crate::context::DeleteRecordsOutcome;
-use crate::quorum::Quorum;
-use crate::shards::ShardSet;
+use crate::cluster::quorum::Quorum;
+use crate::cluster::shards::ShardSet;
 
 /// Time a shard has to index one batch.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -36,7 +35,7 @@ pub(crate) struct RecordWrite {
     pub(crate) shards: ShardSet,
     /// Every replica of the sync, by shard id.
     pub(crate) replicas: Vec<String>,
-    /// Acknowledgements the write needs (see [`crate::quorum`]).
+    /// Acknowledgements the write needs (see [`crate::cluster::quorum`]).
     pub(crate) write_quorum: usize,
     pub(crate) project_id: String,
     pub(crate) sync_id: String,
@@ -162,7 +161,7 @@ impl RecordWrite {
 impl RecordWrite {
     /// One call per replica, each covering the sync.
     /// One call per replica of the sync, as the store lists them now: read after the records
-    /// were marked pending, so a replica moved meanwhile (see [`crate::repair`]) is written too.
+    /// were marked pending, so a replica moved meanwhile (see [`crate::cluster::repair`]) is written too.
     async fn targets(&self) -> Result<Vec<(String, Vec<String>)>> {
         let replicas = match self.store.get_sync(&self.project_id, &self.sync_id).await? {
             Some(sync) => sync.shard_ids,
@@ -199,4 +198,11 @@ fn chunked(records: impl Iterator<Item = IndexedRecord>) -> Vec<Vec<IndexedRecor
         chunks.last_mut().expect("one chunk").push(record);
     }
     chunks
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeleteRecordsOutcome {
+    pub deleted: u32,
+    pub not_found: u32,
+    pub generation: u64,
 }

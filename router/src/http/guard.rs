@@ -28,7 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::Auth;
-use crate::rest::{ApiError, RestState, request_id};
+use crate::http::{ApiError, RestState, request_id};
 
 /// Who may call the REST API from a browser, and under which host names anonymous callers are
 /// served (`[http]` of the configuration, normalised).

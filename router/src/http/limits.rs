@@ -10,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::rest::{ApiError, RestState};
+use crate::http::{ApiError, RestState};
 
 fn exempt(path: &str) -> bool {
     matches!(

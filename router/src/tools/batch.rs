@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agentsearch_common::shard::{IndexedTool, RetrievalMode};
+use agentsearch_common::shard::IndexedTool;
 use agentsearch_common::tool::{MAX_SLUG_CHARS, SideEffect, ToolRecord};
 use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_fusion::BudgetScope;
@@ -14,16 +14,19 @@ use agentsearch_fusion::tokens::count_tokens;
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::api::Int;
-use crate::api::{
+use crate::Router;
+use crate::request::RequestContext;
+use crate::tools::api::Int;
+use crate::tools::api::{
     MAX_QUERY_CHARS, MAX_TOOL_TOKENS, MAX_TOP_K, SearchError, ToolResult, ToolkitConnectionStatus,
     Trace, Usage, range, retrieval_mode, slugs,
 };
-use crate::plan_match::RecommendedPlan;
-use crate::search::{
-    Candidate, RankQuery, Ranked, RequestContext, TraceRecorder, query_result, sorted_unique,
+pub use crate::tools::batch_request::{BatchQuery, BatchRequest, CustomTool, CustomToolkit};
+use crate::tools::connections;
+use crate::tools::plans::plan_match::RecommendedPlan;
+use crate::tools::search::{
+    Candidate, RankQuery, Ranked, TraceRecorder, query_result, sorted_unique,
 };
-use crate::{Router, connections};
 
 pub const MAX_QUERIES: usize = 10;
 pub const MAX_KNOWN_FIELDS_CHARS: usize = 500;
@@ -118,66 +121,6 @@ pub struct RawCustomToolkit {
     pub preload: Option<bool>,
     #[serde(default)]
     pub tools: Vec<RawCustomTool>,
-}
-
-/// One validated query of a batch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BatchQuery {
-    pub use_case: String,
-    /// `(key, value)` pairs of `knownFields`.
-    pub known_fields: Vec<(String, String)>,
-}
-
-impl BatchQuery {
-    /// The text ranked: the use case, then the known fields' names (they match parameter names).
-    pub fn search_text(&self) -> String {
-        let mut text = self.use_case.clone();
-        for (key, _) in &self.known_fields {
-            text.push(' ');
-            text.push_str(key);
-        }
-        text
-    }
-}
-
-/// A custom tool, validated: where it came from and the record it is ranked as.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CustomTool {
-    /// `customTools[i]` or `customToolkits[i].tools[j]`, for errors.
-    pub path: String,
-    pub record: ToolRecord,
-    /// A catalog integration whose connection the tool inherits.
-    pub extends: Option<String>,
-}
-
-/// A custom toolkit, validated.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CustomToolkit {
-    pub path: String,
-    pub description: String,
-}
-
-/// A validated batch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BatchRequest {
-    pub project_id: String,
-    pub queries: Vec<BatchQuery>,
-    pub top_k: u32,
-    pub related_k: u32,
-    pub max_tool_tokens: Option<u32>,
-    pub scope: BudgetScope,
-    pub integrations: Vec<String>,
-    pub categories: Vec<String>,
-    pub max_side_effect: Option<SideEffect>,
-    pub connected_only: bool,
-    /// False when the caller opted out of reranking.
-    pub rerank: bool,
-    pub diagnostics: bool,
-    pub mode: RetrievalMode,
-    pub custom: Vec<CustomTool>,
-    /// Custom toolkits by slug: their description (shown in connection statuses) and where they
-    /// are in the request (`customToolkits[i]`, for errors).
-    pub toolkits: BTreeMap<String, CustomToolkit>,
 }
 
 impl RawBatch {
@@ -633,7 +576,7 @@ pub struct BatchResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// A plan recorded for a similar use case (`recommendedPlanSteps`, `planId`, `difficulty`,
-    /// `planNotes`, `planPitfalls`), when one is close enough; see [`crate::plan_match`].
+    /// `planNotes`, `planPitfalls`), when one is close enough; see [`crate::tools::plans::plan_match`].
     #[serde(flatten)]
     pub plan: Option<RecommendedPlan>,
 }

@@ -1,6 +1,6 @@
 //! Catalog maintenance: validate, count tokens, skip unchanged tools, embed in batches, place new
-//! integrations, write every replica under the write quorum (see [`crate::quorum`]: replicas that
-//! miss the write are marked stale, not read from, and repaired by [`crate::repair`]), then record
+//! integrations, write every replica under the write quorum (see [`crate::cluster::quorum`]: replicas that
+//! miss the write are marked stale, not read from, and repaired by [`crate::cluster::repair`]), then record
 //! the ledger. A batch is acknowledged only once all of it is indexed on a quorum of every
 //! integration's replicas.
 //!
@@ -13,7 +13,7 @@
 //! 3. delete the names from their stale integrations;
 //! 4. record the final entries (or remove them, for a delete).
 //!
-//! The protocol runs in [`crate::catalog_write`], on a task a caller cannot cancel: a client that
+//! The protocol runs in [`crate::tools::catalog_write`], on a task a caller cannot cancel: a client that
 //! disconnects mid-write leaves a complete write, not a half-done one. A name is pending in the
 //! ledger before any shard holds it, so every tool a shard holds is one the ledger knows and a
 //! delete reaches.
@@ -31,43 +31,12 @@ use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_store::CatalogEntry;
 use sha2::{Digest, Sha256};
 
-use crate::catalog_write::CatalogWrite;
+use crate::tools::catalog_write::CatalogWrite;
+pub use crate::tools::catalog_write::{DeleteOutcome, PreparedBatch, UpsertOutcome};
 use crate::{Router, detached};
 
 /// Tools per upsert call.
 pub const MAX_BATCH: usize = 1000;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UpsertOutcome {
-    /// New or changed tools written.
-    pub upserted: u32,
-    /// Tools identical to the catalog's.
-    pub unchanged: u32,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DeleteOutcome {
-    pub deleted: u32,
-    pub not_found: u32,
-    /// Recorded plans deleted because they named a deleted tool.
-    pub plans_deleted: u32,
-}
-
-/// A validated, embedded batch, ready to be written ([`Router::prepare_upsert`]).
-pub struct PreparedBatch {
-    pub(crate) project_id: String,
-    /// Changed tools and their content hashes.
-    pub(crate) tools: Vec<(IndexedTool, String)>,
-    pub(crate) unchanged: u32,
-    pub(crate) embed_ms: u64,
-}
-
-impl PreparedBatch {
-    /// Names of the tools this batch writes.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|(t, _)| t.record.name.as_str())
-    }
-}
 
 impl Router {
     /// Upserts one batch of tool definitions into the project's catalog.

@@ -1,4 +1,4 @@
-//! The ledger protocol of catalog writes (see [`crate::catalog`]), run on a task of its own under
+//! The ledger protocol of catalog writes (see [`crate::tools::catalog`]), run on a task of its own under
 //! the project's lock (see [`crate::detached`]) so that nothing a caller does can stop it
 //! half-way. It reads placements from the store, not a router's cache: another router may have
 //! placed an integration moments ago.
@@ -11,10 +11,9 @@ use agentsearch_common::Result;
 use agentsearch_common::shard::{IndexedTool, ShardDeleteRequest, ShardUpsertRequest};
 use agentsearch_store::{CatalogEntry, MetadataStore, STALE_INTEGRATION};
 
-use crate::catalog::{DeleteOutcome, PreparedBatch, UpsertOutcome};
-use crate::placement::rendezvous;
-use crate::quorum::Quorum;
-use crate::shards::ShardSet;
+use crate::cluster::placement::rendezvous;
+use crate::cluster::quorum::Quorum;
+use crate::cluster::shards::ShardSet;
 
 /// Time a shard has to index one batch.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -24,7 +23,7 @@ pub(crate) struct CatalogWrite {
     pub(crate) store: Arc<dyn MetadataStore>,
     pub(crate) shards: ShardSet,
     pub(crate) replication: usize,
-    /// Acknowledgements each integration's write needs (see [`crate::quorum`]).
+    /// Acknowledgements each integration's write needs (see [`crate::cluster::quorum`]).
     pub(crate) write_quorum: usize,
     pub(crate) project_id: String,
     pub(crate) request_id: String,
@@ -250,4 +249,36 @@ fn stale_by_integration(entries: &[CatalogEntry]) -> BTreeMap<String, Vec<String
         }
     }
     out
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpsertOutcome {
+    /// New or changed tools written.
+    pub upserted: u32,
+    /// Tools identical to the catalog's.
+    pub unchanged: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeleteOutcome {
+    pub deleted: u32,
+    pub not_found: u32,
+    /// Recorded plans deleted because they named a deleted tool.
+    pub plans_deleted: u32,
+}
+
+/// A validated, embedded batch, ready to be written ([`crate::Router::prepare_upsert`]).
+pub struct PreparedBatch {
+    pub(crate) project_id: String,
+    /// Changed tools and their content hashes.
+    pub(crate) tools: Vec<(IndexedTool, String)>,
+    pub(crate) unchanged: u32,
+    pub(crate) embed_ms: u64,
+}
+
+impl PreparedBatch {
+    /// Names of the tools this batch writes.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|(t, _)| t.record.name.as_str())
+    }
 }

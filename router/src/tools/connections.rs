@@ -11,7 +11,7 @@ use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_store::{ConnectionInput, ConnectionRow};
 
 use crate::Router;
-use crate::api::{ConnectedAccount, ToolkitConnectionStatus};
+use crate::tools::api::{ConnectedAccount, ToolkitConnectionStatus};
 
 /// Statuses a connection may have; only `active` ones count as connected.
 pub const STATUSES: &[&str] = &["active", "inactive", "expired", "revoked", "error"];

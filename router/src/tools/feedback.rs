@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::Router;
-use crate::search::fuse_keyed;
+use crate::tools::fusion::fuse_keyed;
 
 /// The kinds of search feedback is stored under: tool search and context search.
 pub const TOOLS: &str = "tools";

@@ -4,10 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
-use agentsearch_common::auth::authorization_text;
-use agentsearch_common::ids::parse_project_id;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_common::{Error, FieldViolation};
 use agentsearch_proto::status_from_error;
@@ -19,127 +16,27 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::Router;
-use crate::api::Int;
-use crate::api::{
+use crate::grpc::{Begun, PublicGrpc};
+use crate::tools::api::Int;
+use crate::tools::api::{
     ConnectedAccount, NearMiss, RawSearch, ToolResult, ToolSearchResponse, ToolkitConnectionStatus,
     Usage,
 };
-use crate::auth::Auth;
-use crate::batch::{RawBatch, RawBatchQuery, RawCustomTool, RawCustomToolkit};
-use crate::catalog::PreparedBatch;
-use crate::connections::{RawConnection, validate_connections};
-use crate::search::RequestContext;
+use crate::tools::batch::{RawBatch, RawBatchQuery, RawCustomTool, RawCustomToolkit};
+use crate::tools::catalog::PreparedBatch;
+use crate::tools::connections::{RawConnection, validate_connections};
+use crate::tools::proto::{explain_to_proto, raw_query_embedding};
 use agentsearch_proto::v1::connections_server::Connections;
 
-#[derive(Clone)]
-pub struct PublicGrpc {
-    router: Arc<Router>,
-    auth: Arc<Auth>,
-}
-
-impl PublicGrpc {
-    pub fn new(router: Arc<Router>, auth: Auth) -> Self {
-        Self {
-            router,
-            auth: Arc::new(auth),
-        }
-    }
-
-    pub(crate) fn router(&self) -> &Arc<Router> {
-        &self.router
-    }
-
-    /// The request id (the caller's `x-request-id` or a new one) and the credentials; every method
-    /// then authenticates them for the project it names with [`Begun::authorize`].
-    pub(crate) fn begin<T>(&self, request: &Request<T>) -> Begun {
-        let metadata = request.metadata();
-        Begun {
-            started: Instant::now(),
-            request_id: agentsearch_proto::context::request_id(metadata),
-            authorization: authorization_text(metadata.get("authorization").map(|v| v.as_bytes()))
-                .map(|v| v.map(str::to_string))
-                .map_err(|e| e.to_string()),
-            auth: self.auth.clone(),
-        }
-    }
-}
-
-/// A call whose caller is not yet authenticated for a project.
-#[derive(Clone)]
-pub(crate) struct Begun {
-    pub(crate) request_id: String,
-    started: Instant,
-    /// The `Authorization` metadata; why it cannot be read when it is not ASCII.
-    authorization: Result<Option<String>, String>,
-    auth: Arc<Auth>,
-}
-
 impl Begun {
-    /// Validates `projectId` and authenticates the caller for it.
-    pub(crate) fn authenticate(&self, project_id: &str) -> Result<(String, RequestContext), Error> {
-        let authorization = match &self.authorization {
-            Ok(value) => value.as_deref(),
-            Err(unreadable) => return Err(Error::Unauthenticated(unreadable.clone())),
-        };
-        let project_id = match parse_project_id("projectId", project_id) {
-            Ok(id) => id,
-            Err(invalid) => {
-                if authorization.is_none() && self.auth.enabled() {
-                    return Err(Error::Unauthenticated("missing bearer token".into()));
-                }
-                return Err(invalid);
-            }
-        };
-        let caller = self.auth.authenticate(authorization, &project_id)?;
-        Ok((
-            project_id,
-            RequestContext {
-                request_id: self.request_id.clone(),
-                user: caller.user,
-                kind: caller.kind,
-                auth: self.started.elapsed(),
-            },
-        ))
-    }
-
-    /// [`Begun::authenticate`] for a catalog, sync, record or group operation: user tokens are
-    /// refused (see [`RequestContext::require_service`]).
-    pub(crate) fn authenticate_service(&self, project_id: &str) -> Result<String, Error> {
-        let (project_id, ctx) = self.authenticate(project_id)?;
-        ctx.require_service()?;
-        Ok(project_id)
-    }
-
-    /// [`Begun::authenticate_service`] with the failure as a status.
-    #[allow(clippy::result_large_err)]
-    pub(crate) fn authorize_service(&self, project_id: &str) -> Result<String, Status> {
-        self.authenticate_service(project_id)
-            .map_err(|e| status_from_error(&e, &self.request_id))
-    }
-
-    /// [`Begun::authenticate`] with the failure as a status.
-    #[allow(clippy::result_large_err)]
-    pub(crate) fn authorize(&self, project_id: &str) -> Result<(String, RequestContext), Status> {
-        self.authenticate(project_id)
-            .map_err(|e| status_from_error(&e, &self.request_id))
-    }
-
     /// Authenticates the caller for a call on `user_id`'s data: `userId` must be valid, and a user
     /// token may only act on its own user (service and anonymous callers on any).
     #[allow(clippy::result_large_err)]
     pub(crate) fn authorize_user(&self, project_id: &str, user_id: &str) -> Result<String, Status> {
         let (project_id, ctx) = self.authorize(project_id)?;
-        crate::connections::check_user(ctx.user.as_deref(), user_id)
+        crate::tools::connections::check_user(ctx.user.as_deref(), user_id)
             .map_err(|e| status_from_error(&e, &self.request_id))?;
         Ok(project_id)
-    }
-}
-
-/// A `query_embedding` as sent over gRPC (the API layer checks it as for JSON).
-pub(crate) fn raw_query_embedding(e: pb::QueryEmbedding) -> crate::api::RawQueryEmbedding {
-    crate::api::RawQueryEmbedding {
-        model: Some(e.model),
-        vector: Some(e.vector.into_iter().map(f64::from).collect()),
     }
 }
 
@@ -187,7 +84,7 @@ impl ToolSearch for PublicGrpc {
         };
         let validated = raw.validate(project_id).map_err(fail)?;
         let response = self
-            .router
+            .router()
             .search_tools(validated, &ctx)
             .await
             .map_err(fail)?;
@@ -268,7 +165,7 @@ impl ToolSearch for PublicGrpc {
         };
         let validated = raw.validate(project_id).map_err(fail)?;
         let response = self
-            .router
+            .router()
             .search_batch(validated, &ctx)
             .await
             .map_err(fail)?;
@@ -339,7 +236,7 @@ impl ToolSearch for PublicGrpc {
         let r = request.into_inner();
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let response = self
-            .router
+            .router()
             .get_tool(&project_id, &r.name, &ctx)
             .await
             .map_err(|e| status_from_error(&e, &request_id))?;
@@ -359,9 +256,9 @@ impl ToolSearch for PublicGrpc {
         let r = request.into_inner();
         let (project_id, ctx) = begun.authorize(&r.project_id)?;
         let outcome = self
-            .router
+            .router()
             .feedback(
-                crate::feedback::TOOLS,
+                crate::tools::feedback::TOOLS,
                 &project_id,
                 ctx.user.as_deref(),
                 &r.request_id,
@@ -397,13 +294,13 @@ fn custom_from_proto(
 ) -> RawCustomTool {
     let mut json = |field: &str, text: Option<String>| {
         let text = text.filter(|t| !t.trim().is_empty())?;
-        if text.len() > 4 * crate::batch::MAX_CUSTOM_SCHEMA_BYTES {
+        if text.len() > 4 * crate::tools::batch::MAX_CUSTOM_SCHEMA_BYTES {
             // Far over the cap even with whitespace: refused without parsing.
             violations.push(FieldViolation::new(
                 format!("{path}.{field}"),
                 format!(
                     "must be at most {} KiB as compact JSON, got {} bytes of text",
-                    crate::batch::MAX_CUSTOM_SCHEMA_BYTES / 1024,
+                    crate::tools::batch::MAX_CUSTOM_SCHEMA_BYTES / 1024,
                     text.len()
                 ),
             ));
@@ -475,7 +372,7 @@ impl Connections for PublicGrpc {
         }
         let inputs = validate_connections(raw).map_err(fail)?;
         let toolkits = self
-            .router
+            .router()
             .upsert_connections(&project_id, &r.user_id, inputs)
             .await
             .map_err(fail)?;
@@ -494,7 +391,7 @@ impl Connections for PublicGrpc {
         let r = request.into_inner();
         let project_id = begun.authorize_user(&r.project_id, &r.user_id)?;
         let toolkits = self
-            .router
+            .router()
             .list_connections(&project_id, &r.user_id, &r.integrations)
             .await
             .map_err(fail)?;
@@ -513,7 +410,7 @@ impl Connections for PublicGrpc {
         let r = request.into_inner();
         let project_id = begun.authorize_user(&r.project_id, &r.user_id)?;
         let deleted = self
-            .router
+            .router()
             .delete_connection(&project_id, &r.user_id, &r.integration, &r.account_id)
             .await
             .map_err(fail)?;
@@ -556,7 +453,7 @@ fn near_miss_to_proto(m: NearMiss) -> pb::NearMiss {
     }
 }
 
-fn trace_to_proto(t: crate::api::Trace) -> pb::Trace {
+fn trace_to_proto(t: crate::tools::api::Trace) -> pb::Trace {
     pb::Trace {
         total_ms: t.total_ms,
         steps: t
@@ -592,17 +489,6 @@ fn tool_to_proto(t: ToolResult) -> pb::ToolResult {
         catalog_version: t.catalog_version,
         highlights: t.highlights.unwrap_or_default(),
         rerank_score: t.rerank_score,
-    }
-}
-
-pub(crate) fn explain_to_proto(e: crate::api::Explain) -> pb::Explain {
-    let hit = |h: crate::api::RetrieverHit| pb::RetrieverHit {
-        rank: h.rank,
-        score: h.score,
-    };
-    pb::Explain {
-        lexical: e.lexical.map(hit),
-        dense: e.dense.map(hit),
     }
 }
 
@@ -724,7 +610,7 @@ impl ToolCatalog for PublicGrpc {
         let begun = self.begin(&request);
         let request_id = begun.request_id.clone();
         let mut incoming = request.into_inner();
-        let router = self.router.clone();
+        let router = self.router().clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         // Two stages: a reader validates and embeds batch n+1 while a writer writes batch n; the
         // writer acknowledges each batch as soon as it is durably indexed, in order. Names of
@@ -818,7 +704,7 @@ impl ToolCatalog for PublicGrpc {
         let r = request.into_inner();
         let project_id = begun.authorize_service(&r.project_id)?;
         let outcome = self
-            .router
+            .router()
             .delete_tools(&project_id, r.names, &request_id)
             .await
             .map_err(fail)?;

@@ -11,9 +11,11 @@ use agentsearch_common::tool::ToolRecord;
 use agentsearch_common::{Error, Result};
 use serde::Serialize;
 
-use crate::api::{ToolResult, ToolkitConnectionStatus};
-use crate::search::{Candidate, RequestContext, to_result};
-use crate::{Router, connections};
+use crate::Router;
+use crate::request::RequestContext;
+use crate::tools::api::{ToolResult, ToolkitConnectionStatus};
+use crate::tools::connections;
+use crate::tools::search::{Candidate, to_result};
 
 /// Longest tool name looked up.
 const MAX_NAME_CHARS: usize = 256;

@@ -6,8 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentsearch_common::auth::CallerKind;
-use agentsearch_common::config::{Fusion, SearchConfig};
+use agentsearch_common::config::SearchConfig;
 use agentsearch_common::shard::{
     Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ShardSearchRequest, ShardSearchResponse,
     TermStats, TermStatsRequest,
@@ -17,21 +16,23 @@ use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
-    AdaptiveParams, BudgetScope, FusedItem, MultiPacking, Packing, RankedList, ScoredList,
-    adaptive_weights, merge_ranked, pack_queries, reciprocal_rank_fusion, score_fusion,
+    BudgetScope, FusedItem, MultiPacking, Packing, merge_ranked, pack_queries,
 };
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
-use crate::api::{
+use crate::Router;
+use crate::cluster::replicas::{AlternativesFn, PartPlan, assign, run_part};
+use crate::cluster::shards::ShardClient;
+use crate::request::RequestContext;
+use crate::tools::api::{
     Explain, FunctionDefinition, MAX_NEAR_MISSES, ModelTool, NearMiss, RetrieverHit, SearchError,
     ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
-use crate::replicas::{AlternativesFn, PartPlan, assign, run_part};
-use crate::shards::ShardClient;
-use crate::{Router, connections};
+use crate::tools::connections;
+pub(crate) use crate::tools::fusion::fuse_keyed;
 use agentsearch_store::STALE_INTEGRATION;
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
@@ -86,30 +87,6 @@ const INLINE_UNAVAILABLE: &str = "INLINE_UNAVAILABLE";
 struct Part {
     shard_id: String,
     integrations: Vec<String>,
-}
-
-/// Who is asking and how long authenticating them took (the `auth` trace step).
-#[derive(Clone, Debug)]
-pub struct RequestContext {
-    pub request_id: String,
-    /// The token's `sub`; `None` for service and anonymous callers.
-    pub user: Option<String>,
-    pub kind: CallerKind,
-    pub auth: Duration,
-}
-
-impl RequestContext {
-    /// Catalog, sync, record and group writes (and sync listings) are for the deployment's
-    /// services, not for end users: a user token is refused.
-    pub fn require_service(&self) -> Result<()> {
-        if self.kind == CallerKind::Jwt {
-            return Err(Error::PermissionDenied(
-                "a user token may not change the catalog or synced content; use the service token"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// What to rank: one query of a search or of a batch.
@@ -236,11 +213,11 @@ impl Router {
         };
         let mut ranked = self.rank(&query, &ctx.request_id, &mut trace).await?;
         self.search_log.record(
-            crate::feedback::TOOLS,
+            crate::tools::feedback::TOOLS,
             &req.project_id,
             ctx.user.as_deref(),
             &ctx.request_id,
-            || crate::feedback::Lists::of(&ranked.lexical, &ranked.dense),
+            || crate::tools::feedback::Lists::of(&ranked.lexical, &ranked.dense),
         );
 
         if offset > 0 {
@@ -307,7 +284,7 @@ impl Router {
             })
             .collect();
         // One replica per integration, the least loaded; the others stand by (see `replicas`).
-        let salt = crate::replicas::salt_of(request_id);
+        let salt = crate::cluster::replicas::salt_of(request_id);
         let stale = self.stale_replicas(q.project_id).await;
         let replicas_of: HashMap<&str, &[String]> = scope
             .iter()
@@ -661,7 +638,7 @@ impl Router {
         let dense = merged(&dense_lists, dense_on);
         // The project's model, learned from its feedback, or the deployment's weights.
         let model = self
-            .ranking_model(crate::feedback::TOOLS, q.project_id)
+            .ranking_model(crate::tools::feedback::TOOLS, q.project_id)
             .await;
         let weights = model
             .as_ref()
@@ -1229,7 +1206,7 @@ impl Router {
     /// The caller's query embedding, checked against the deployment's model and dimension.
     pub(crate) fn given_vector(
         &self,
-        given: Option<&crate::api::QueryEmbedding>,
+        given: Option<&crate::tools::api::QueryEmbedding>,
     ) -> Result<Option<Arc<Vec<f32>>>> {
         let Some(given) = given else {
             return Ok(None);
@@ -1313,59 +1290,6 @@ fn fuse<'a>(
             .collect()
     };
     fuse_keyed(search, weights, &scored(lexical), &scored(dense))
-}
-
-/// Fuses two ranked `(key, score)` lists, best first (BM25 and cosine similarity), with the
-/// configured fusion and base `weights`; see [`fuse`].
-pub(crate) fn fuse_keyed<'a>(
-    search: &SearchConfig,
-    weights: [f64; 2],
-    lexical: &[(&'a str, f64)],
-    dense: &[(&'a str, f64)],
-) -> (Vec<FusedItem<&'a str>>, f64) {
-    let weights = match search.fusion {
-        Fusion::Adaptive => {
-            let params = AdaptiveParams {
-                base: weights,
-                cosine_reference: search.cosine_reference,
-                cosine_exponent: search.cosine_exponent,
-                margin_exponent: search.margin_exponent,
-            };
-            adaptive_weights(&params, lexical, dense)
-        }
-        Fusion::Score | Fusion::Rrf => weights,
-    };
-    match search.fusion {
-        Fusion::Rrf => {
-            let lexical_keys: Vec<&str> = lexical.iter().map(|h| h.0).collect();
-            let dense_keys: Vec<&str> = dense.iter().map(|h| h.0).collect();
-            let lists = [
-                RankedList {
-                    weight: weights[0],
-                    keys: &lexical_keys[..],
-                },
-                RankedList {
-                    weight: weights[1],
-                    keys: &dense_keys[..],
-                },
-            ];
-            (reciprocal_rank_fusion(&lists, search.rrf_k), 0.0)
-        }
-        Fusion::Score | Fusion::Adaptive => {
-            let lists = [
-                ScoredList {
-                    weight: weights[0],
-                    hits: lexical,
-                },
-                ScoredList {
-                    weight: weights[1],
-                    hits: dense,
-                },
-            ];
-            let fused = score_fusion(&lists);
-            (fused.items, fused.floor)
-        }
-    }
 }
 
 pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {

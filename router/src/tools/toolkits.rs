@@ -11,7 +11,7 @@ use agentsearch_store::IntegrationInfo;
 use serde::Deserialize;
 
 use crate::Router;
-use crate::api::ToolkitConnectionStatus;
+use crate::tools::api::ToolkitConnectionStatus;
 
 /// Integrations per write.
 pub const MAX_INTEGRATIONS: usize = 500;

@@ -1,15 +1,18 @@
 //! Recorded plans: what worked (or did not) for a use case in one project. A service records a
 //! plan with `POST .../plans` (the use case, the tools it ran in order, notes, pitfalls and the
 //! outcome); recording the same plan again counts one more outcome. Multi-query searches whose
-//! use case is close to a recorded successful plan recommend it ([`crate::plan_match`]).
+//! use case is close to a recorded successful plan recommend it ([`crate::tools::plans::plan_match`]).
 //!
 //! A plan's identity is its project, its use case normalised ([`normalise_use_case`]: trimmed,
 //! lowercased, whitespace collapsed) and its steps; its id is `pln_` and 32 hex digits of a
 //! SHA-256 of the three ([`plan_id`]). Plans live in the metadata store, per project: a project
 //! never sees another's. They are deleted with their tools: a plan naming a tool that leaves the
-//! catalog goes with it ([`crate::catalog_write`]). Searches read a project's plans through a
+//! catalog goes with it ([`crate::tools::catalog_write`]). Searches read a project's plans through a
 //! per-router cache that lives as long as the placements' (`shards.metadata_cache_ms`), waiting
 //! for the store at most [`LOOKUP_TIMEOUT`] and keeping what it knew through a store outage.
+
+pub mod plan_match;
+pub(crate) mod rest;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -24,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::Router;
-use crate::connections::rfc3339;
-use crate::plan_match::{CachedPlan, PlanIndex};
+use crate::tools::connections::rfc3339;
+use crate::tools::plans::plan_match::{CachedPlan, PlanIndex};
 
 /// Plan ids: this prefix and 32 lowercase hex digits.
 pub const PLAN_PREFIX: &str = "pln_";

@@ -1,17 +1,17 @@
-//! Recommending recorded plans ([`crate::plans`]) to the queries of a multi-query search. Per
+//! Recommending recorded plans ([`crate::tools::plans`]) to the queries of a multi-query search. Per
 //! query, the project's plans are ranked the way tools are: BM25 over their use-case texts (the
 //! analysis of the tool indexes: identifier pieces, lowercase, English stop words, Snowball
 //! stemming) and the cosine between the query's use-case embedding and each plan's, fused by the
-//! deployment's fusion ([`crate::search::fuse_keyed`], `search.fusion` and its weights). The best
+//! deployment's fusion ([`crate::tools::search::fuse_keyed`], `search.fusion` and its weights). The best
 //! fused plan is recommended when its cosine is at least `plans.min_similarity`.
 //!
 //! Only plans that may be recommended take part: at least one success and no more failures than
-//! successes, every step a tool of the catalog ([`crate::plans`] keeps only those), and every step
+//! successes, every step a tool of the catalog ([`crate::tools::plans`] keeps only those), and every step
 //! allowed by the request: of the requested `integrations`, of integrations the user has connected
 //! with `connectedOnly`, and, with `maxSideEffect` or `categories`, within them (checked on the
 //! recommended plan's tools, from the search's candidates or the shards).
 //!
-//! A project keeps at most [`crate::plans::MAX_PLANS`] plans, indexed once per cache period, so
+//! A project keeps at most [`crate::tools::plans::MAX_PLANS`] plans, indexed once per cache period, so
 //! ranking them is a few postings and at most that many dot products per query.
 
 use std::collections::{HashMap, HashSet};
@@ -24,9 +24,9 @@ use futures::future::join_all;
 use serde::Serialize;
 
 use crate::Router;
-use crate::batch::BatchRequest;
-use crate::plans::difficulty;
-use crate::search::{Ranked, fuse_keyed};
+use crate::tools::batch_request::BatchRequest;
+use crate::tools::plans::difficulty;
+use crate::tools::search::{Ranked, fuse_keyed};
 
 /// BM25 saturation and length normalisation over plans' use cases.
 const K1: f64 = 1.2;

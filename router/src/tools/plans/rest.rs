@@ -1,4 +1,4 @@
-//! The REST/JSON routes of recorded plans ([`crate::plans`]), for the project's services (the
+//! The REST/JSON routes of recorded plans ([`crate::tools::plans`]), for the project's services (the
 //! service credential, like catalog writes): `POST .../plans` records an outcome of a plan,
 //! `GET .../plans` lists them, `DELETE .../plans/{planId}` deletes one.
 
@@ -9,11 +9,11 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{delete, post};
 
+use crate::http::body::{PLAN_BODY_LIMIT, parse_off_runtime};
+use crate::http::types::Deleted;
+use crate::http::{ApiError, Call, RestState};
 use crate::json::from_json;
-use crate::plans::RawPlan;
-use crate::rest::{ApiError, Call, RestState};
-use crate::rest_body::{PLAN_BODY_LIMIT, parse_off_runtime};
-use crate::rest_types::{Deleted, Plans};
+use crate::tools::plans::RawPlan;
 
 pub(crate) fn routes() -> AxumRouter<RestState> {
     AxumRouter::new()
@@ -75,4 +75,9 @@ async fn delete_plan(
         .await
         .map_err(|e| call.fail(e))?;
     Ok(call.ok(Deleted { deleted: true }))
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Plans {
+    pub plans: Vec<crate::tools::plans::PlanDetail>,
 }
