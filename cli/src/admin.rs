@@ -3,7 +3,7 @@
 //! rebalancing. Run it next to a router (e.g. `kubectl exec` into a router pod): a token is sent
 //! over plain http to a loopback address only.
 
-use agentsearch_router::mcp::{Backend, Call, Remote};
+use agentsearch_router::agent::mcp::{Backend, Call, Remote};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 

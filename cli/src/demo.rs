@@ -5,7 +5,7 @@
 use agentsearch_common::ids::DEMO_PROJECT_ID;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::Router;
-use agentsearch_router::context_api::{
+use agentsearch_router::context::api::{
     CreateSync, RawGroup, RawPutGroups, RawRecord, RawUpsertRecords,
 };
 use anyhow::Context;
@@ -71,7 +71,7 @@ pub async fn load(router: &Router) -> anyhow::Result<()> {
 /// pick one), Slack, Google Drive and Salesforce active, and an expired Zoom connection.
 pub async fn load_connections(router: &Router) -> anyhow::Result<()> {
     let account = |integration: &str, id: &str, alias: &str, status: &str, default: bool| {
-        agentsearch_router::connections::RawConnection {
+        agentsearch_router::tools::connections::RawConnection {
             integration: Some(integration.into()),
             account_id: Some(id.into()),
             alias: Some(alias.into()),
@@ -81,7 +81,7 @@ pub async fn load_connections(router: &Router) -> anyhow::Result<()> {
             user_info: Some(serde_json::json!({"email": "alice@example.com", "name": "Alice"})),
         }
     };
-    let inputs = agentsearch_router::connections::validate_connections(vec![
+    let inputs = agentsearch_router::tools::connections::validate_connections(vec![
         account("gmail", "gmail-work", "work", "active", true),
         account("gmail", "gmail-personal", "personal", "active", false),
         account("slack", "slack-acme", "acme", "active", true),

@@ -259,7 +259,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(ConfigCommand::Check(args)) => config_check(cli.config.as_deref(), &args),
         Command::Admin(args) => admin::run(args).await,
         Command::Mcp(args) => {
-            use agentsearch_router::mcp;
+            use agentsearch_router::agent::mcp;
             // stdout carries the protocol: nothing else may be printed there.
             let backend =
                 mcp::Remote::new(&args.http, args.token.is_some()).map_err(anyhow::Error::msg)?;

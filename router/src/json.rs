@@ -151,6 +151,79 @@ pub(crate) fn bounded_message(message: &str) -> String {
     truncate(&out, MAX_MESSAGE)
 }
 
+/// An integer field of a request as sent. JSON parsers read integers beyond 64 bits as floating
+/// point, so of those only the sign is known; they are outside every range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Int {
+    Exact(i128),
+    TooLarge,
+    TooNegative,
+}
+
+impl Int {
+    /// A JSON number as an integer; `None` for a fractional one (or an integral one written with a
+    /// fraction or exponent that fits 64 bits: JSON parsers do not tell those apart).
+    pub fn from_json(number: &serde_json::Number) -> Option<Int> {
+        if let Some(n) = number.as_i64() {
+            return Some(Int::Exact(n.into()));
+        }
+        if let Some(n) = number.as_u64() {
+            return Some(Int::Exact(n.into()));
+        }
+        number.as_f64().and_then(Int::beyond_64_bits)
+    }
+
+    /// An integral float outside the 64-bit range, as an integer too large to represent.
+    pub(crate) fn beyond_64_bits(value: f64) -> Option<Int> {
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+        if !value.is_finite() || value.fract() != 0.0 || (-LIMIT..LIMIT).contains(&value) {
+            return None;
+        }
+        Some(if value > 0.0 {
+            Int::TooLarge
+        } else {
+            Int::TooNegative
+        })
+    }
+
+    /// The value when it is between `min` and `max`.
+    pub fn within(self, min: i64, max: i64) -> Option<i64> {
+        match self {
+            Int::Exact(n) if (i128::from(min)..=i128::from(max)).contains(&n) => Some(n as i64),
+            _ => None,
+        }
+    }
+}
+
+impl From<u32> for Int {
+    fn from(value: u32) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+impl From<i32> for Int {
+    fn from(value: i32) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+impl From<i64> for Int {
+    fn from(value: i64) -> Self {
+        Int::Exact(value.into())
+    }
+}
+
+/// The value as sent, or what is known of it.
+impl std::fmt::Display for Int {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Int::Exact(n) => write!(f, "{n}"),
+            Int::TooLarge => f.write_str("an integer too large to represent"),
+            Int::TooNegative => f.write_str("a negative integer too large to represent"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

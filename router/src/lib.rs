@@ -1,51 +1,25 @@
 //! The agentsearch router: the public gRPC ([`grpc`]) and REST ([`rest`], guarded by
-//! [`rest_guard`]) APIs, request
-//! validation ([`api`]), placement of integrations on shards ([`placement`]), fan-out to shards
-//! in process or over gRPC ([`shards`]), fusion and budgets ([`search`]), catalog writes
-//! ([`catalog`]), and context search over synced content ([`context`], [`context_api`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
+//! [`http::guard`]) APIs, request
+//! validation ([`tools::api`]), placement of integrations on shards ([`cluster::placement`]), fan-out to shards
+//! in process or over gRPC ([`cluster::shards`]), fusion and budgets ([`tools::search`]), catalog writes
+//! ([`tools::catalog`]), and context search over synced content ([`context::search`], [`context::api`]). It is stateless: metadata lives in the [`agentsearch_store::MetadataStore`],
 //! indexes on the shards. It never links tantivy or FAISS.
 
-pub mod api;
+mod admin;
+pub mod agent;
 pub mod auth;
-pub mod batch;
-pub mod catalog;
-mod catalog_write;
-pub mod connections;
+pub mod cluster;
 pub mod context;
-pub mod context_api;
-mod context_write;
-pub mod feedback;
 pub mod grpc;
-pub mod grpc_context;
-pub mod health;
+pub mod http;
 pub mod json;
-pub mod locks;
-pub mod lookup;
-pub mod mcp;
-pub mod membership;
-pub mod meta_tools;
 pub mod openapi;
-pub mod placement;
-pub mod plan_match;
-pub mod plans;
-mod quorum;
-pub mod repair;
-mod replicas;
+pub mod request;
 pub mod rerank;
 pub mod rest;
-mod rest_admin;
-pub mod rest_body;
-pub mod rest_context;
-pub mod rest_guard;
-mod rest_limits;
-mod rest_metrics;
-mod rest_plans;
-pub mod rest_types;
-pub mod search;
 pub mod server;
-pub mod shards;
 pub mod tool_router;
-pub mod toolkits;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,11 +32,13 @@ use agentsearch_hydrate::HydrationService;
 use agentsearch_proto::admission::Admission;
 use agentsearch_store::{MetadataStore, Placement};
 use parking_lot::Mutex;
+use tools::{feedback, plans};
 
-use locks::KeyedLocks;
-pub use rest_guard::RestAccess;
+use cluster::locks::KeyedLocks;
+pub use cluster::shards::{Connect, Discover, GrpcShard, ShardClient, ShardSet};
+use cluster::{health, replicas};
+pub use http::guard::RestAccess;
 pub use server::{serve, serve_on, serve_on_tls, serve_on_with};
-pub use shards::{Connect, Discover, GrpcShard, ShardClient, ShardSet};
 
 /// Settings of a router, from the configuration.
 #[derive(Clone, Debug)]
@@ -72,7 +48,7 @@ pub struct RouterSettings {
     /// Shards per integration.
     pub replication: usize,
     /// Acknowledgements a write needs from the replicas of each integration or sync (at most
-    /// `replication`; see [`quorum`]).
+    /// `replication`; see [`cluster::quorum`]).
     pub write_quorum: usize,
     /// A search part still unanswered after this long is asked of other replicas too (`None`:
     /// never).

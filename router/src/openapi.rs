@@ -336,29 +336,31 @@ fn path_parameters(path: &str) -> Vec<&str> {
 /// The OpenAPI document of every REST route (the operator routes under `/admin` and MCP at
 /// `/mcp` are not part of it).
 pub fn document() -> Value {
-    use crate::api::ToolSearchResponse;
-    use crate::rest_types as t;
+    use crate::context::rest_types as ct;
+    use crate::http::types as t;
+    use crate::tools::api::ToolSearchResponse;
+    use crate::tools::rest_types as tt;
 
     let mut b = Builder::new();
     const TOOLS: &str = "/api/tools/projects/{project_id}";
     const CONTEXT: &str = "/api/context/projects/{project_id}";
 
     // Tool search.
-    b.post::<t::ToolSearchBody, ToolSearchResponse>(
+    b.post::<tt::ToolSearchBody, ToolSearchResponse>(
         &format!("{TOOLS}/tools/search"),
         "searchTools",
         "tools",
         "The best tools for a task, their schemas within a token budget and a side-effect ceiling.",
         &[DIAGNOSTICS],
     );
-    b.post::<crate::batch::RawBatch, crate::batch::BatchResponse>(
+    b.post::<crate::tools::batch::RawBatch, crate::tools::batch::BatchResponse>(
         &format!("{TOOLS}/tools/search:batch"),
         "searchToolsBatch",
         "tools",
         "Several use cases at once: primary and related tools per query, schemas deduplicated.",
         &[DIAGNOSTICS],
     );
-    b.post::<t::ToolFeedbackBody, crate::feedback::FeedbackOutcome>(
+    b.post::<tt::ToolFeedbackBody, crate::tools::feedback::FeedbackOutcome>(
         &format!("{TOOLS}/tools/feedback"),
         "toolFeedback",
         "tools",
@@ -372,7 +374,7 @@ pub fn document() -> Value {
         "The JSON Schema of the query JSON documents tool search accepts.",
         &[],
     );
-    b.get::<crate::meta_tools::MetaToolDefinitions>(
+    b.get::<crate::agent::meta_tools::MetaToolDefinitions>(
         "/api/projects/{project_id}/meta-tools",
         "metaTools",
         "tools",
@@ -383,7 +385,7 @@ pub fn document() -> Value {
             schema: r#"{"type": "string", "enum": ["anthropic", "openai"]}"#,
         }],
     );
-    b.get::<crate::lookup::GetToolResponse>(
+    b.get::<crate::tools::lookup::GetToolResponse>(
         &format!("{TOOLS}/tools/{{name}}"),
         "getTool",
         "tools",
@@ -392,20 +394,20 @@ pub fn document() -> Value {
     );
 
     // Catalog.
-    b.put::<t::UpsertToolsBody, t::UpsertedTools>(
+    b.put::<tt::UpsertToolsBody, tt::UpsertedTools>(
         &format!("{TOOLS}/tools"),
         "upsertTools",
         "catalog",
         "Adds or replaces tools of the catalog (service credential).",
     );
-    b.post::<t::DeleteToolsBody, t::DeletedTools>(
+    b.post::<tt::DeleteToolsBody, tt::DeletedTools>(
         &format!("{TOOLS}/tools:delete"),
         "deleteTools",
         "catalog",
         "Removes tools from the catalog (service credential).",
         &[],
     );
-    b.put::<crate::toolkits::RawIntegrations, t::UpsertedCount>(
+    b.put::<crate::tools::toolkits::RawIntegrations, t::UpsertedCount>(
         &format!("{TOOLS}/integrations"),
         "putIntegrations",
         "catalog",
@@ -419,14 +421,14 @@ pub fn document() -> Value {
     );
 
     // Recorded plans.
-    b.post::<crate::plans::RawPlan, crate::plans::PlanSummary>(
+    b.post::<crate::tools::plans::RawPlan, crate::tools::plans::PlanSummary>(
         &format!("{TOOLS}/plans"),
         "recordPlan",
         "catalog",
         "Records an outcome of a plan (ordered tools) for a use case (service credential).",
         &[],
     );
-    b.get::<t::Plans>(
+    b.get::<crate::tools::plans::rest::Plans>(
         &format!("{TOOLS}/plans"),
         "listPlans",
         "catalog",
@@ -441,13 +443,13 @@ pub fn document() -> Value {
     );
 
     // Connections.
-    b.put::<crate::rest::RawConnections, t::Toolkits>(
+    b.put::<crate::tools::rest::RawConnections, tt::Toolkits>(
         &format!("{TOOLS}/users/{{user_id}}/connections"),
         "upsertConnections",
         "connections",
         "Adds or replaces a user's connected accounts.",
     );
-    b.get::<t::Toolkits>(
+    b.get::<tt::Toolkits>(
         &format!("{TOOLS}/users/{{user_id}}/connections"),
         "listConnections",
         "connections",
@@ -467,7 +469,7 @@ pub fn document() -> Value {
     );
 
     // Context search.
-    b.post::<crate::context_api::RawContextSearch, crate::context_api::ContextSearchResponse>(
+    b.post::<crate::context::api::RawContextSearch, crate::context::api::ContextSearchResponse>(
         &format!("{CONTEXT}/search"),
         "searchContext",
         "context",
@@ -485,14 +487,14 @@ pub fn document() -> Value {
             schema: r#"{"type": "string"}"#,
         }],
     );
-    b.post::<crate::context_api::RawReadContext, crate::context_api::ReadContextResponse>(
+    b.post::<crate::context::api::RawReadContext, crate::context::api::ReadContextResponse>(
         &format!("{CONTEXT}/segments:read"),
         "readSegmentContext",
         "context",
         "The segments around a passage, within what the identity may read.",
         &[],
     );
-    b.post::<t::ContextFeedbackBody, crate::feedback::FeedbackOutcome>(
+    b.post::<ct::ContextFeedbackBody, crate::tools::feedback::FeedbackOutcome>(
         &format!("{CONTEXT}/feedback"),
         "contextFeedback",
         "context",
@@ -501,41 +503,41 @@ pub fn document() -> Value {
     );
 
     // Syncs, records, groups.
-    b.post::<crate::context_api::RawCreateSync, crate::context_api::SyncStatus>(
+    b.post::<crate::context::api::RawCreateSync, crate::context::api::SyncStatus>(
         &format!("{CONTEXT}/syncs"),
         "createSync",
         "syncs",
         "Creates a sync (service credential).",
         &[],
     );
-    b.get::<t::Syncs>(
+    b.get::<ct::Syncs>(
         &format!("{CONTEXT}/syncs"),
         "listSyncs",
         "syncs",
         "The project's syncs (service credential).",
         &[],
     );
-    b.get::<crate::context_api::SyncStatus>(
+    b.get::<crate::context::api::SyncStatus>(
         &format!("{CONTEXT}/syncs/{{sync_id}}"),
         "getSync",
         "syncs",
         "One sync and its state (service credential).",
         &[],
     );
-    b.put::<crate::context_api::RawUpsertRecords, t::UpsertedRecords>(
+    b.put::<crate::context::api::RawUpsertRecords, ct::UpsertedRecords>(
         &format!("{CONTEXT}/syncs/{{sync_id}}/records"),
         "upsertRecords",
         "syncs",
         "Adds or replaces records of a sync (service credential).",
     );
-    b.post::<crate::context_api::RawDeleteRecords, t::DeletedRecords>(
+    b.post::<crate::context::api::RawDeleteRecords, ct::DeletedRecords>(
         &format!("{CONTEXT}/syncs/{{sync_id}}/records:delete"),
         "deleteRecords",
         "syncs",
         "Removes records of a sync (service credential).",
         &[],
     );
-    b.put::<crate::context_api::RawPutGroups, t::Groups>(
+    b.put::<crate::context::api::RawPutGroups, ct::Groups>(
         &format!("{CONTEXT}/syncs/{{sync_id}}/groups"),
         "putGroups",
         "syncs",
@@ -550,7 +552,7 @@ pub fn document() -> Value {
         "Creates a session for the caller's project and user.",
         &[],
     );
-    b.post::<crate::batch::RawBatch, crate::tool_router::SessionSearch>(
+    b.post::<crate::tools::batch::RawBatch, crate::tool_router::SessionSearch>(
         "/api/v3.1/tool_router/session/{session_id}/search",
         "searchToolRouterSession",
         "tool-router",
@@ -561,7 +563,7 @@ pub fn document() -> Value {
     // Health.
     b.get::<t::Status>("/healthz", "healthz", "health", "The process answers.", &[]);
     b.get::<t::Status>("/livez", "livez", "health", "Liveness.", &[]);
-    b.get::<crate::health::Readiness>(
+    b.get::<crate::cluster::health::Readiness>(
         "/readyz",
         "readyz",
         "health",

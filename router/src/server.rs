@@ -22,8 +22,8 @@ use tonic_health::server::HealthReporter;
 use crate::Router;
 use crate::auth::Auth;
 use crate::grpc::PublicGrpc;
+use crate::http::guard::RestAccess;
 use crate::rest::{RestState, app};
-use crate::rest_guard::RestAccess;
 
 /// Largest gRPC message (a catalog batch).
 const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;

@@ -2,7 +2,7 @@
 //! `POST /api/v3.1/tool_router/session/{session_id}/search`), so a client of that service works by
 //! changing its base URL: sessions (`POST /api/v3.1/tool_router/session`) tie a `trs_...` id to a
 //! project and a user until they expire, and a search within a session is the multi-query search
-//! ([`crate::batch`]) answered in snake_case with `session`, `connection_details` and upper-case
+//! ([`crate::tools::batch`]) answered in snake_case with `session`, `connection_details` and upper-case
 //! `account_type` as the reference has them.
 //!
 //! A session's project is the token's `project` claim, else the `x-agentsearch-project` header,
@@ -26,14 +26,14 @@ use axum::routing::post;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{ConnectedAccount, ToolResult, ToolkitConnectionStatus};
-use crate::batch::{BatchResponse, BatchResult, RawBatch, TimeInfo};
-use crate::connections::{rfc3339, validate_user_id};
+use crate::agent::mcp::PROJECT_HEADER;
+use crate::http::body::{BATCH_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_object, parse_off_runtime};
+use crate::http::{ApiError, Call, RestState};
 use crate::json::from_json;
-use crate::mcp::PROJECT_HEADER;
-use crate::rest::{ApiError, Call, RestState};
-use crate::rest_body::{BATCH_BODY_LIMIT, SEARCH_BODY_LIMIT, parse_object, parse_off_runtime};
-use crate::search::RequestContext;
+use crate::request::RequestContext;
+use crate::tools::api::{ConnectedAccount, ToolResult, ToolkitConnectionStatus};
+use crate::tools::batch::{BatchResponse, BatchResult, RawBatch, TimeInfo};
+use crate::tools::connections::{rfc3339, validate_user_id};
 
 /// Session ids: this prefix and 32 lowercase hex digits.
 pub const SESSION_PREFIX: &str = "trs_";
@@ -482,7 +482,7 @@ async fn create_session(
     body: Body,
 ) -> Result<Response, ApiError> {
     let project = session_project(&state, &headers)
-        .map_err(|e| ApiError::new(e, crate::rest::request_id(&headers)))?;
+        .map_err(|e| ApiError::new(e, crate::http::request_id(&headers)))?;
     let (call, project_id) = Call::begin(&state, &headers, &project)?;
     let body = call.body(&headers, body, SEARCH_BODY_LIMIT).await?;
     let names_users = names_users(&state, &call.ctx, &project_id);
@@ -559,7 +559,7 @@ async fn search(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let early = |e: Error| ApiError::new(e, crate::rest::request_id(&headers));
+    let early = |e: Error| ApiError::new(e, crate::http::request_id(&headers));
     let session = state
         .router
         .live_session(&session_id)

@@ -14,7 +14,7 @@ use agentsearch_common::Error;
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context_api::{
+use agentsearch_router::context::api::{
     CreateSync, EmbeddingSpec, RawRecord, RawUpsertRecords, SegmentInput,
 };
 use agentsearch_router::{Router, RouterSettings};
@@ -311,7 +311,7 @@ fn raw_records(record: &serde_json::Value, dim: usize) -> RawUpsertRecords {
 }
 
 async fn found(router: &Router, sync_id: &str) -> bool {
-    let request = agentsearch_router::context_api::RawContextSearch {
+    let request = agentsearch_router::context::api::RawContextSearch {
         query: Some(QUERY.into()),
         sync_ids: Some(vec![sync_id.into()]),
         ..Default::default()
@@ -535,13 +535,13 @@ fn tool() -> ToolDefinition {
 }
 
 async fn tool_found(router: &Router) -> bool {
-    let request = agentsearch_router::api::RawSearch {
+    let request = agentsearch_router::tools::api::RawSearch {
         query: Some("archive the zephyrine ledger".into()),
         ..Default::default()
     }
     .validate(PROJECT.into())
     .unwrap();
-    let ctx = agentsearch_router::search::RequestContext {
+    let ctx = agentsearch_router::request::RequestContext {
         request_id: "t".into(),
         user: None,
         kind: agentsearch_common::auth::CallerKind::Anonymous,

@@ -187,7 +187,7 @@ fn every_shared_eval_corpus_is_a_valid_catalog() {
         let mut problems = Vec::new();
         for (i, tool) in tools.into_iter().enumerate() {
             let integration = tool.integration.clone();
-            match agentsearch_router::grpc::definition_from_proto(i, tool) {
+            match agentsearch_router::tools::grpc::definition_from_proto(i, tool) {
                 Ok(def) => {
                     if let Err(v) = def.validate(&format!("tools[{i}]")) {
                         problems.push(format!("{integration}: {v:?}"));

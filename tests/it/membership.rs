@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context_api::CreateSync;
+use agentsearch_router::context::api::CreateSync;
 use agentsearch_router::{GrpcShard, Router, RouterSettings, ShardClient};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::MetadataStore;

@@ -13,7 +13,7 @@ use agentsearch_common::Error;
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context_api::{CreateSync, RawContextSearch};
+use agentsearch_router::context::api::{CreateSync, RawContextSearch};
 use agentsearch_router::{Router, RouterSettings};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::{MetadataStore, STALE_INTEGRATION, STALE_SYNC};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentsearch_rerank::{HttpReranker, LocalReranker, Reranker};
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context_api::CreateSync;
+use agentsearch_router::context::api::CreateSync;
 use agentsearch_router::rerank::Rerank;
 use agentsearch_tests::*;
 use axum::Json;

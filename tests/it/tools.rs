@@ -1742,8 +1742,12 @@ async fn two_shards() -> TwoShards {
         let owners: BTreeSet<String> = integrations
             .iter()
             .map(|i| {
-                agentsearch_router::placement::rendezvous(&format!("{PROJECT}/{i}"), &ids, 1)[0]
-                    .clone()
+                agentsearch_router::cluster::placement::rendezvous(
+                    &format!("{PROJECT}/{i}"),
+                    &ids,
+                    1,
+                )[0]
+                .clone()
             })
             .collect();
         if owners.len() == 2 {

@@ -576,20 +576,20 @@ pub fn anyone_records(
     n: usize,
     dim: usize,
     tag: &str,
-) -> agentsearch_router::context_api::RawUpsertRecords {
-    agentsearch_router::context_api::RawUpsertRecords {
+) -> agentsearch_router::context::api::RawUpsertRecords {
+    agentsearch_router::context::api::RawUpsertRecords {
         records: (0..n)
             .map(|i| {
                 let mut vector = vec![0.0f32; dim];
                 vector[i % dim] = 1.0;
-                agentsearch_router::context_api::RawRecord {
+                agentsearch_router::context::api::RawRecord {
                     id: Some(format!("doc-{i}")),
                     display_name: Some(format!("Document {i}")),
                     acl: Some(agentsearch_common::context::Acl {
                         anyone: true,
                         ..Default::default()
                     }),
-                    segments: Some(vec![agentsearch_router::context_api::SegmentInput {
+                    segments: Some(vec![agentsearch_router::context::api::SegmentInput {
                         text: format!("Document {i} of the {tag} zephyrine budget."),
                         vector,
                     }]),
@@ -597,7 +597,7 @@ pub fn anyone_records(
                 }
             })
             .collect(),
-        embedding: Some(agentsearch_router::context_api::EmbeddingSpec {
+        embedding: Some(agentsearch_router::context::api::EmbeddingSpec {
             model: embedder().model_id().into(),
             dimension: dim as u32,
         }),
