@@ -553,6 +553,22 @@ fn session_user(
     }
 }
 
+/// Authenticates the caller of a session search before its session is read, so a request that
+/// no project would accept never reaches the metadata store (nor learns whether a session id is
+/// live): against the project the caller names as session creation finds it (the token's
+/// `project` claim, the `x-agentsearch-project` header, `tool_router.default_project`) or, when
+/// nothing names one, against the static token when one is configured. The session's own project
+/// authenticates the caller again once it is known.
+fn authenticate_before_lookup(state: &RestState, headers: &HeaderMap) -> Result<(), Error> {
+    let authorization = agentsearch_common::auth::authorization_text(
+        headers.get("authorization").map(|v| v.as_bytes()),
+    )?;
+    match session_project(state, headers) {
+        Ok(project) => state.auth.authenticate(authorization, &project).map(|_| ()),
+        Err(_) => state.auth.check(authorization),
+    }
+}
+
 async fn search(
     State(state): State<RestState>,
     Path(session_id): Path<String>,
@@ -560,6 +576,7 @@ async fn search(
     body: Body,
 ) -> Result<Response, ApiError> {
     let early = |e: Error| ApiError::new(e, crate::http::request_id(&headers));
+    authenticate_before_lookup(&state, &headers).map_err(early)?;
     let session = state
         .router
         .live_session(&session_id)

@@ -2660,6 +2660,29 @@ async fn tool_router_sessions_answer_in_the_reference_shape() {
         let reply = call(addr, "POST", &path, Some(&alice), body).await;
         assert_error(&reply, 404, "NOT_FOUND");
     }
+    // Without a valid credential, a live session and an unknown one are answered alike: the
+    // caller is refused before any session is read.
+    for path in [
+        search.clone(),
+        "/api/v3.1/tool_router/session/trs_00000000000000000000000000000000/search".to_string(),
+    ] {
+        for token in [None, Some("not-a-valid-token")] {
+            let reply = call(addr, "POST", &path, token, body).await;
+            assert_error(&reply, 401, "UNAUTHENTICATED");
+        }
+        let (status, _, text) = http(
+            addr,
+            "POST",
+            &path,
+            &[
+                ("content-type", "application/json"),
+                ("x-agentsearch-project", PROJECT),
+            ],
+            body,
+        )
+        .await;
+        assert_eq!(status, 401, "{text}");
+    }
     // A service names the user and the project (header); a session needs a project.
     let reply = call(
         addr,
