@@ -561,19 +561,7 @@ impl Router {
             }
             Some((Err(err), took)) => {
                 trace.push("embed", took);
-                if let Error::RateLimited { .. } = err {
-                    tracing::debug!(request_id, "query embedding skipped: the queue is full");
-                    if req.mode == RetrievalMode::Dense {
-                        return Err(err);
-                    }
-                } else {
-                    tracing::warn!(request_id, error = %err, "query embedding failed");
-                }
-                if req.mode == RetrievalMode::Dense {
-                    return Err(Error::Unavailable(
-                        "the embedding model is unavailable".into(),
-                    ));
-                }
+                crate::tools::search::embedding_failed(err, req.mode, request_id)?;
                 retrieval_mode = "semantic_failed_open";
                 metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "lexical_only")
                     .increment(1);

@@ -381,21 +381,7 @@ impl Router {
             }
             Some((Err(err), took)) => {
                 trace.push("embed", took);
-                if let Error::RateLimited { .. } = err {
-                    // The embedding queue is full: dense-only searches are refused, others rank
-                    // by BM25 alone.
-                    tracing::debug!(request_id, "query embedding skipped: the queue is full");
-                    if q.mode == RetrievalMode::Dense {
-                        return Err(err);
-                    }
-                } else {
-                    tracing::warn!(request_id, error = %err, "query embedding failed");
-                }
-                if q.mode == RetrievalMode::Dense {
-                    return Err(Error::Unavailable(
-                        "the embedding model is unavailable".into(),
-                    ));
-                }
+                embedding_failed(err, q.mode, request_id)?;
                 strategy = "semantic_failed_open";
                 degraded = Some("lexical_only");
                 metrics::counter!(agentsearch_common::metrics::DEGRADED_ANSWERS, "mode" => "lexical_only")
@@ -1244,6 +1230,25 @@ impl Router {
             Err(Error::invalid_many(v))
         }
     }
+}
+
+/// What a failed query embedding leaves a search: a dense-only search fails (`RATE_LIMITED` when
+/// the embedding queue was full, `UNAVAILABLE` otherwise); any other goes on with BM25 alone.
+pub(crate) fn embedding_failed(err: Error, mode: RetrievalMode, request_id: &str) -> Result<()> {
+    if let Error::RateLimited { .. } = err {
+        tracing::debug!(request_id, "query embedding skipped: the queue is full");
+        if mode == RetrievalMode::Dense {
+            return Err(err);
+        }
+    } else {
+        tracing::warn!(request_id, error = %err, "query embedding failed");
+    }
+    if mode == RetrievalMode::Dense {
+        return Err(Error::Unavailable(
+            "the embedding model is unavailable".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The trace label of a query embedding: `embed` when the model ran, `embed_cached` when the

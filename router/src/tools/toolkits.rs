@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use agentsearch_common::ids::{CONTROL_CHARACTERS, has_control};
 use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_store::IntegrationInfo;
 use serde::Deserialize;
@@ -79,6 +80,8 @@ impl RawIntegrations {
                         field(name),
                         format!("must be at most {MAX_TEXT} characters"),
                     ));
+                } else if has_control(text) {
+                    violations.push(FieldViolation::new(field(name), CONTROL_CHARACTERS));
                 }
             }
             let pitfalls = entry.pitfalls.unwrap_or_default();
@@ -94,10 +97,10 @@ impl RawIntegrations {
                     field("pitfalls"),
                     agentsearch_common::ids::truncate(tool, 64)
                 );
-                if tool.is_empty() || tool.len() > 128 {
+                if tool.is_empty() || tool.len() > 128 || tool.chars().any(char::is_control) {
                     violations.push(FieldViolation::new(
                         at.clone(),
-                        "a tool name of 1 to 128 characters",
+                        "a tool name of 1 to 128 characters, without control characters",
                     ));
                 }
                 if texts.is_empty() || texts.len() > MAX_PITFALLS {
@@ -113,6 +116,11 @@ impl RawIntegrations {
                     violations.push(FieldViolation::new(
                         at,
                         format!("each pitfall must be 1 to {MAX_PITFALL_TEXT} characters"),
+                    ));
+                } else if texts.iter().any(|t| has_control(t)) {
+                    violations.push(FieldViolation::new(
+                        at,
+                        format!("each pitfall {CONTROL_CHARACTERS}"),
                     ));
                 }
             }
@@ -303,6 +311,32 @@ mod tests {
             assert!(named.contains(&field), "{field} not named: {named:?}");
         }
         assert!(RawIntegrations::default().validate().is_err());
+        // NUL (which PostgreSQL refuses) and other control characters, by field; tabs and
+        // newlines are text.
+        let mut control = raw(vec![
+            ("gmail", "Email\u{0}", "Line one\nline two\ttabbed"),
+            ("slack", "Chat", "Beep\u{7}"),
+        ]);
+        control.integrations.as_mut().unwrap()[1].pitfalls = Some(BTreeMap::from([
+            (
+                "SLACK_POST".to_string(),
+                vec!["fine\r\n".to_string(), "esc\u{1b}".to_string()],
+            ),
+            ("SLACK\u{0}".to_string(), vec!["fine".to_string()]),
+        ]));
+        let Err(Error::InvalidArgument { violations, .. }) = control.validate() else {
+            panic!("control characters accepted");
+        };
+        let named: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            named,
+            [
+                "integrations[0].description",
+                "integrations[1].guidance",
+                "integrations[1].pitfalls.SLACK\u{0}",
+                "integrations[1].pitfalls.SLACK_POST",
+            ]
+        );
         let mut bad = raw(vec![("gmail", "", "")]);
         bad.integrations.as_mut().unwrap()[0].pitfalls = Some(BTreeMap::from([
             ("GMAIL_SEND_EMAIL".to_string(), vec![" ".to_string()]),

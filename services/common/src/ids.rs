@@ -1,4 +1,4 @@
-//! Identifiers: request ids and project ids.
+//! Identifiers: request ids and project ids; and what free text stored beside them may hold.
 
 use crate::error::Error;
 
@@ -65,4 +65,16 @@ mod tests {
         );
         assert!(parse_project_id("projectId", "demo").is_err());
     }
+}
+
+/// What a free-text field (a description, a note) holding a control character is told.
+pub const CONTROL_CHARACTERS: &str =
+    "must not contain control characters (tab, line feed and carriage return are allowed)";
+
+/// Whether free text holds a control character other than tab, line feed or carriage return.
+/// PostgreSQL refuses NUL in text and JSON, and none of them belongs in what an agent reads: every
+/// free-text field the metadata store keeps is checked with this before anything is written.
+pub fn has_control(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
 }

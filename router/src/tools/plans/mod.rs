@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agentsearch_common::ids::truncate;
+use agentsearch_common::ids::{CONTROL_CHARACTERS, has_control, truncate};
 use agentsearch_common::tool::MAX_NAME_CHARS;
 use agentsearch_common::{Error, FieldViolation, Result};
 use agentsearch_store::{PlanOutcome, PlanRow};
@@ -88,7 +88,7 @@ impl RawPlan {
                 format!("must be at most {MAX_USE_CASE_CHARS} characters"),
             ));
         } else if has_control(&use_case) {
-            v.push(FieldViolation::new("useCase", CONTROL_MESSAGE));
+            v.push(FieldViolation::new("useCase", CONTROL_CHARACTERS));
         }
         let steps = self.steps.unwrap_or_default();
         if steps.is_empty() || steps.len() > MAX_STEPS {
@@ -122,7 +122,7 @@ impl RawPlan {
                     format!("must be at most {MAX_NOTES_CHARS} characters"),
                 ));
             } else if has_control(notes) {
-                v.push(FieldViolation::new("notes", CONTROL_MESSAGE));
+                v.push(FieldViolation::new("notes", CONTROL_CHARACTERS));
             }
         }
         if let Some(pitfalls) = &self.pitfalls {
@@ -141,7 +141,7 @@ impl RawPlan {
                 } else if has_control(text) {
                     v.push(FieldViolation::new(
                         format!("pitfalls[{i}]"),
-                        CONTROL_MESSAGE,
+                        CONTROL_CHARACTERS,
                     ));
                 }
             }
@@ -175,17 +175,6 @@ impl RawPlan {
             success,
         })
     }
-}
-
-/// What a text field with a control character is told.
-const CONTROL_MESSAGE: &str =
-    "must not contain control characters (tab, line feed and carriage return are allowed)";
-
-/// Whether `text` holds a control character other than tab, line feed or carriage return
-/// (stores refuse NUL in text, and none of them belongs in what an agent reads).
-fn has_control(text: &str) -> bool {
-    text.chars()
-        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
 }
 
 /// A use case as a plan's identity sees it: trimmed, lowercased, every run of whitespace one
