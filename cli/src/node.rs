@@ -31,6 +31,7 @@ pub fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn Embedder>> {
     tracing::info!(
         model = model.model_id(),
         dim = model.dim(),
+        kernels = agentsearch_common::simd::build().name(),
         ms = started.elapsed().as_millis() as u64,
         "embedding model loaded"
     );

@@ -12,6 +12,7 @@ pub mod principal;
 pub mod secret;
 pub mod segment;
 pub mod shard;
+pub mod simd;
 pub mod splitmix;
 pub mod telemetry;
 pub mod tool;

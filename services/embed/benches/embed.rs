@@ -9,6 +9,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 fn bench(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
     let model = MiniLm::load(&dir).expect("model weights: run scripts/fetch-model.sh");
+    // Three word pieces: what a query costs beyond one pass over the weights.
+    c.bench_function("embed_query_1_word", |b| {
+        b.iter(|| model.embed(&["slack"]).unwrap())
+    });
     c.bench_function("embed_query_8_words", |b| {
         b.iter(|| {
             model
@@ -16,6 +20,21 @@ fn bench(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    // The same queries with every weight in f32 (what the 512-bit build reads otherwise in half
+    // precision), measured alternately with the default in one run.
+    let full = MiniLm::load_f32(&dir).expect("model weights");
+    let mut group = c.benchmark_group("weights");
+    for (name, m) in [
+        ("half", &model),
+        ("f32", &full),
+        ("half_again", &model),
+        ("f32_again", &full),
+    ] {
+        group.bench_function(format!("embed_query_8_words_{name}"), |b| {
+            b.iter(|| m.embed(&["post a message to a slack channel now"]).unwrap())
+        });
+    }
+    group.finish();
     let docs: Vec<String> = (0..32)
         .map(|i| format!("tool {i}: Creates a record in the CRM with the given fields, owner and pipeline stage."))
         .collect();

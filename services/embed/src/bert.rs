@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use agentsearch_common::simd::{self, Build};
 use serde::Deserialize;
 
 use crate::kernels::{self, Linear, Mad};
@@ -50,6 +51,20 @@ pub(crate) struct Bert {
     token_type: Vec<f32>,
     embedding_norm: (Vec<f32>, Vec<f32>),
     layers: Vec<Layer>,
+    /// The build of the kernels the layers were packed for, and that runs them.
+    build: Build,
+}
+
+/// How the linear layers' weights are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Weights {
+    /// As the model file has them.
+    F32,
+    /// In half precision where the build is the 512-bit one (which widens them in registers),
+    /// else f32: half the bytes to read per pass, for a model whose passes are mostly short
+    /// inputs (query embedding) and whose outputs tolerate it (checked against PyTorch's
+    /// vectors). Products and sums stay f32.
+    HalfWhereWide,
 }
 
 /// How the rows of one text's last hidden state become its output vector.
@@ -101,7 +116,32 @@ pub(crate) fn tensor(
 }
 
 impl Bert {
+    /// Loads the encoder for the process's build of the kernels, weights in f32.
     pub(crate) fn load(config: &Config, safetensors: &[u8]) -> Result<Self> {
+        Self::load_for(config, safetensors, simd::build(), Weights::F32)
+    }
+
+    /// Loads the encoder for `build` (the portable one where this CPU cannot run it), the linear
+    /// layers' weights kept as `weights` says.
+    pub(crate) fn load_for(
+        config: &Config,
+        safetensors: &[u8],
+        build: Build,
+        weights: Weights,
+    ) -> Result<Self> {
+        let build = if build.supported() {
+            build
+        } else {
+            Build::Portable
+        };
+        let half = weights == Weights::HalfWhereWide && build == Build::Avx512;
+        let pack = |w: &[f32], b: &[f32], outputs: usize, inputs: usize| {
+            if half {
+                Linear::half(w, b, outputs, inputs)
+            } else {
+                Linear::new(w, b, outputs, inputs)
+            }
+        };
         if config.hidden_act != "gelu" {
             return Err(unavailable(format!(
                 "hidden_act {:?} is not supported (only \"gelu\")",
@@ -136,7 +176,7 @@ impl Bert {
         let linear = |prefix: &str, outputs: usize, inputs: usize| -> Result<Linear> {
             let w = t(&format!("{prefix}.weight"), &[outputs, inputs])?;
             let b = t(&format!("{prefix}.bias"), &[outputs])?;
-            Ok(Linear::new(&w, &b, outputs, inputs))
+            Ok(pack(&w, &b, outputs, inputs))
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
@@ -148,7 +188,7 @@ impl Bert {
                 b.extend(t(&format!("{p}.attention.self.{part}.bias"), &[h])?);
             }
             layers.push(Layer {
-                qkv: Linear::new(&w, &b, 3 * h, h),
+                qkv: pack(&w, &b, 3 * h, h),
                 attention_out: linear(&format!("{p}.attention.output.dense"), h, h)?,
                 attention_norm: norm(&format!("{p}.attention.output.LayerNorm"))?,
                 up: linear(&format!("{p}.intermediate.dense"), i, h)?,
@@ -174,6 +214,7 @@ impl Bert {
             )?,
             embedding_norm: norm("embeddings.LayerNorm")?,
             layers,
+            build,
         })
     }
 
@@ -213,16 +254,27 @@ impl Bert {
 
     fn run(&self, texts: &[&Pieces], pooling: Pooling) -> Vec<Vec<f32>> {
         #[cfg(target_arch = "x86_64")]
-        if kernels::vectorized() {
+        match self.build {
             #[allow(unsafe_code)]
-            // SAFETY: `vectorized` has just checked that this CPU has AVX and FMA, the only
-            // features `run_fma` is compiled with.
-            return unsafe { self.run_fma(texts, pooling) };
+            // SAFETY: `load_for` keeps a build only where the CPU runs it: `Avx512` means AVX-512F,
+            // AVX and FMA, the only features `run_avx512` is compiled with.
+            Build::Avx512 => unsafe { self.run_avx512(texts, pooling) },
+            #[allow(unsafe_code)]
+            // SAFETY: likewise, `Fma256` means AVX and FMA, the only features `run_fma` is
+            // compiled with.
+            Build::Fma256 => unsafe { self.run_fma(texts, pooling) },
+            Build::Portable => self.forward::<kernels::Plain>(texts, pooling),
         }
         #[cfg(target_arch = "aarch64")]
         return self.forward::<kernels::Fused>(texts, pooling);
-        #[allow(unreachable_code)]
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         self.forward::<kernels::Plain>(texts, pooling)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx,fma")]
+    fn run_avx512(&self, texts: &[&Pieces], pooling: Pooling) -> Vec<Vec<f32>> {
+        self.forward::<kernels::Wide>(texts, pooling)
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -2,11 +2,12 @@
 //! load ([`Linear`]), attention over one text's rows, layer normalisation and GELU.
 //!
 //! Every kernel is written once, generic over how a multiply-add is done ([`Mad`]), and compiled
-//! twice: with fused multiply-adds on 256-bit vectors for CPUs that have AVX and FMA (detected at
-//! run time, so one binary serves every x86-64 machine), and plainly for the rest. Loops keep
-//! independent accumulators in fixed-size arrays so the compiler turns them into vector
-//! instructions; nothing here needs a reordering of floating-point sums that the compiler would
-//! not do on its own.
+//! three times, the build chosen at run time ([`agentsearch_common::simd::build`]): with
+//! 512-bit vectors for CPUs that have AVX-512 (where the matrix product is hand-written: see
+//! [`wide`]), with fused multiply-adds on 256-bit vectors for CPUs that have AVX and FMA, and
+//! plainly for the rest. Loops keep independent accumulators in fixed-size arrays so the compiler
+//! turns them into vector instructions; nothing here needs a reordering of floating-point sums
+//! that the compiler would not do on its own.
 
 /// Columns of one packed weight panel: two 8-lane vectors.
 const NR: usize = 16;
@@ -18,15 +19,26 @@ const ROW_BLOCK_FLOATS: usize = 64 * 1024;
 /// Lanes of the accumulators of dot products and sums.
 const LANES: usize = 8;
 
-/// How one multiply-add `a * b + c` is computed.
-pub(crate) trait Mad {
+/// How one multiply-add `a * b + c` is computed, and the matrix product built on it.
+pub(crate) trait Mad: Sized {
     fn mad(a: f32, b: f32, c: f32) -> f32;
+
+    /// `out = x . Wᵀ + bias` for the rows of `x`: the portable tiled product unless the build has
+    /// its own.
+    #[inline(always)]
+    fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        linear_tiled::<Self>(layer, x, out)
+    }
 }
 
 /// One rounding: compiles to an FMA instruction where the target has it.
 pub(crate) struct Fused;
 /// Two roundings: a multiply and an add, for CPUs without FMA.
 pub(crate) struct Plain;
+/// One rounding, and the matrix product on 512-bit registers ([`wide::linear`]). Only used by
+/// code compiled with (and run after checking for) the `avx512f` feature: see [`avx512`].
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Wide;
 
 impl Mad for Fused {
     #[inline(always)]
@@ -42,25 +54,49 @@ impl Mad for Plain {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+impl Mad for Wide {
+    #[inline(always)]
+    fn mad(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+
+    #[inline(always)]
+    fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        #[allow(unsafe_code)]
+        // SAFETY: `Wide` is only the multiply-add of code that runs after `avx512` returned true
+        // (the encoder's 512-bit build), so the CPU has AVX-512F.
+        unsafe {
+            wide::linear(layer, x, out)
+        }
+    }
+}
+
+/// Whether this CPU runs the 512-bit build of the kernels (AVX-512F, AVX and FMA).
+pub fn avx512() -> bool {
+    agentsearch_common::simd::Build::Avx512.supported()
+}
+
 /// Whether this CPU runs the fused, 256-bit build of the kernels.
 pub fn vectorized() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    agentsearch_common::simd::Build::Fma256.supported()
 }
 
 /// A linear layer: `out = x . Wᵀ + bias` with `W` stored `outputs x inputs` (PyTorch's layout),
 /// repacked at load as `ceil(outputs / 16)` panels of `inputs x 16` so that the product reads each
 /// panel contiguously, once per block of rows, and never repacks anything per call.
+///
+/// The panels are kept in one of two forms: f32, or IEEE half precision for the 512-bit build
+/// ([`Linear::half`]), which widens them to f32 in registers as it reads them. A short input reads
+/// every weight once per layer, so that pass costs what moving the weights from memory costs:
+/// half the bytes, half the time. Products and sums stay f32.
 pub(crate) struct Linear {
     inputs: usize,
     outputs: usize,
+    /// The f32 panels (empty when the layer is kept in half precision).
     panels: Vec<f32>,
+    /// The same panels as IEEE binary16 bit patterns (empty when kept in f32).
+    half: Vec<u16>,
     bias: Vec<f32>,
 }
 
@@ -84,8 +120,23 @@ impl Linear {
             inputs,
             outputs,
             panels,
+            half: Vec::new(),
             bias: bias.to_vec(),
         }
+    }
+
+    /// [`Linear::new`] with the panels kept in half precision (rounded to nearest, ties to even),
+    /// for the 512-bit build's product only.
+    pub(crate) fn half(weight: &[f32], bias: &[f32], outputs: usize, inputs: usize) -> Self {
+        let mut layer = Self::new(weight, bias, outputs, inputs);
+        layer.half = layer.panels.iter().map(|&w| f16_bits(w)).collect();
+        layer.panels = Vec::new();
+        layer
+    }
+
+    /// Whether the panels are kept in half precision.
+    pub(crate) fn is_half(&self) -> bool {
+        !self.half.is_empty()
     }
 
     pub(crate) fn inputs(&self) -> usize {
@@ -141,8 +192,20 @@ fn store<const R: usize>(
     }
 }
 
+/// `out = x . Wᵀ + bias` for the rows of `x`, on the build's product.
 #[inline(always)]
 pub(crate) fn linear<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
+    M::linear(layer, x, out)
+}
+
+/// The portable product: 6 rows x 16 columns of accumulators per step, left to the compiler to
+/// put in vector registers.
+#[inline(always)]
+fn linear_tiled<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
+    assert!(
+        !layer.is_half(),
+        "half-precision weights are only read by the 512-bit build"
+    );
     let (k, n) = (layer.inputs, layer.outputs);
     assert_eq!(x.len() % k, 0, "input width");
     let m = x.len() / k;
@@ -215,6 +278,265 @@ fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
                 c0,
             ),
         }
+    }
+}
+
+/// The matrix product on AVX-512: tiles of up to 12 rows x 32 columns (two packed panels side by
+/// side) in 24 of the 32 vector registers, each input value broadcast once per pair of panels.
+///
+/// Against the 6 x 16 tile of the 256-bit build this halves the loads per multiply-add, and a short
+/// input (a query of about ten word pieces) is one row tile, so every panel of the weights is read
+/// exactly once per layer: that pass over the weights is what a query's embedding costs. Panels in
+/// half precision are widened in registers when a tile reads them directly (a short input), or
+/// once per pair into f32 scratch that the row tiles of a long input then share.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::{
+        __m256i, __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtph_ps, _mm512_fmadd_ps,
+        _mm512_loadu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_setzero_ps,
+        _mm512_storeu_ps,
+    };
+
+    use super::{Linear, NR, ROW_BLOCK_FLOATS};
+
+    /// Rows of one tile.
+    const ROWS: usize = 12;
+    /// Inputs of at most this many rows widen half-precision panels in registers as they read
+    /// them; longer ones widen each pair of panels once into scratch (the widening competes with
+    /// the multiply-adds for the same execution ports, so it pays to do it once per weight only
+    /// when few rows share each weight).
+    const HALF_IN_REGISTERS: usize = ROWS;
+
+    #[target_feature(enable = "avx512f,avx,fma")]
+    pub(super) fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        let (k, n) = (layer.inputs, layer.outputs);
+        assert_eq!(x.len() % k, 0, "input width");
+        let m = x.len() / k;
+        assert_eq!(out.len(), m * n, "output shape");
+        let packed = n.div_ceil(NR) * k * NR;
+        assert!(
+            layer.panels.len() == packed || layer.half.len() == packed,
+            "packed panels"
+        );
+        let block = (ROW_BLOCK_FLOATS / k).max(ROWS) / ROWS * ROWS;
+        let mut scratch = Vec::new();
+        let mut start = 0;
+        while start < m {
+            let end = (start + block).min(m);
+            rows_block(
+                layer,
+                &x[start * k..end * k],
+                &mut out[start * n..end * n],
+                &mut scratch,
+            );
+            start = end;
+        }
+    }
+
+    /// Where a tile reads its panels from.
+    #[derive(Clone, Copy)]
+    enum Source<'a> {
+        /// f32 panels, the tile's first one at the slice's start.
+        Full(&'a [f32]),
+        /// Half-precision panels, likewise.
+        Half(&'a [u16]),
+    }
+
+    #[target_feature(enable = "avx512f,avx,fma")]
+    fn rows_block(layer: &Linear, x: &[f32], out: &mut [f32], scratch: &mut Vec<f32>) {
+        let (k, n) = (layer.inputs, layer.outputs);
+        let m = x.len() / k;
+        let panels = n.div_ceil(NR);
+        let mut p = 0;
+        while p < panels {
+            let count = if p + 1 < panels { 2 } else { 1 };
+            let span = p * k * NR..(p + count) * k * NR;
+            let source = if !layer.is_half() {
+                Source::Full(&layer.panels[span])
+            } else if m <= HALF_IN_REGISTERS {
+                Source::Half(&layer.half[span])
+            } else {
+                widen(&layer.half[span], scratch);
+                Source::Full(scratch)
+            };
+            let mut r0 = 0;
+            while r0 < m {
+                let rows = (m - r0).min(ROWS);
+                macro_rules! dispatch {
+                    ($($r:literal)*) => {
+                        match (rows, count, source) {
+                            $(($r, 2, Source::Full(f)) => tile::<$r, 2, f32>(layer, f, x, out, r0, p),
+                              ($r, _, Source::Full(f)) => tile::<$r, 1, f32>(layer, f, x, out, r0, p),
+                              ($r, 2, Source::Half(h)) => tile::<$r, 2, u16>(layer, h, x, out, r0, p),
+                              ($r, _, Source::Half(h)) => tile::<$r, 1, u16>(layer, h, x, out, r0, p),)*
+                            _ => unreachable!("a tile has 1 to {ROWS} rows"),
+                        }
+                    };
+                }
+                dispatch!(1 2 3 4 5 6 7 8 9 10 11 12);
+                r0 += rows;
+            }
+            p += count;
+        }
+    }
+
+    /// Half-precision panels into f32 `scratch`, sixteen at a time.
+    #[target_feature(enable = "avx512f,avx,fma")]
+    fn widen(half: &[u16], scratch: &mut Vec<f32>) {
+        scratch.clear();
+        scratch.resize(half.len(), 0.0);
+        for (from, to) in half.chunks_exact(16).zip(scratch.chunks_exact_mut(16)) {
+            #[allow(unsafe_code)]
+            // SAFETY: sixteen readable halves and sixteen writable floats; no alignment
+            // requirement.
+            unsafe {
+                let wide = _mm512_cvtph_ps(_mm256_loadu_si256(from.as_ptr().cast::<__m256i>()));
+                _mm512_storeu_ps(to.as_mut_ptr(), wide);
+            }
+        }
+    }
+
+    /// A weight as the panels hold it: f32, or the bits of a binary16.
+    trait Weight: Copy {
+        /// Sixteen weights from `at` as f32.
+        ///
+        /// # Safety
+        /// `at..at + 16` must be readable and the CPU must have AVX-512F.
+        #[allow(unsafe_code)]
+        unsafe fn load16(at: *const Self) -> __m512;
+    }
+
+    impl Weight for f32 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn load16(at: *const f32) -> __m512 {
+            #[allow(unsafe_code)]
+            // SAFETY: the caller's contract; no alignment requirement.
+            unsafe {
+                _mm512_loadu_ps(at)
+            }
+        }
+    }
+
+    impl Weight for u16 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn load16(at: *const u16) -> __m512 {
+            #[allow(unsafe_code)]
+            // SAFETY: the caller's contract (sixteen halves are 32 bytes); no alignment
+            // requirement.
+            unsafe {
+                _mm512_cvtph_ps(_mm256_loadu_si256(at.cast::<__m256i>()))
+            }
+        }
+    }
+
+    /// Rows `r0..r0 + R` of `x` against panels `p..p + P` (`panels` starting at panel `p`), bias
+    /// added, into `out`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx,fma")]
+    fn tile<const R: usize, const P: usize, W: Weight>(
+        layer: &Linear,
+        panels: &[W],
+        x: &[f32],
+        out: &mut [f32],
+        r0: usize,
+        p: usize,
+    ) {
+        let (k, n) = (layer.inputs, layer.outputs);
+        // Every read below is inside these ranges; checked once here, not per multiply-add.
+        assert!((r0 + R) * k <= x.len(), "tile rows");
+        assert!(P * k * NR <= panels.len(), "tile panels");
+        let weights = panels.as_ptr();
+        let rows = x.as_ptr();
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        for kk in 0..k {
+            #[allow(unsafe_code)]
+            // SAFETY: `(q * k + kk) * NR + 16 <= P * k * NR <= panels.len()`, asserted above; the
+            // CPU has AVX-512F (this function's features).
+            let b: [__m512; P] =
+                std::array::from_fn(|q| unsafe { W::load16(weights.add((q * k + kk) * NR)) });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                #[allow(unsafe_code)]
+                // SAFETY: `(r0 + r) * k + kk < (r0 + R) * k`, asserted above.
+                let a = _mm512_set1_ps(unsafe { *rows.add((r0 + r) * k + kk) });
+                for q in 0..P {
+                    acc[q] = _mm512_fmadd_ps(a, b[q], acc[q]);
+                }
+            }
+        }
+        for q in 0..P {
+            let c0 = (p + q) * NR;
+            let width = NR.min(n - c0);
+            let mut bias = [0.0f32; NR];
+            bias[..width].copy_from_slice(&layer.bias[c0..c0 + width]);
+            #[allow(unsafe_code)]
+            // SAFETY: sixteen readable floats; no alignment requirement.
+            let bias = unsafe { _mm512_loadu_ps(bias.as_ptr()) };
+            let mask = if width == NR {
+                u16::MAX
+            } else {
+                (1u16 << width) - 1
+            };
+            for (r, acc) in acc.iter().enumerate() {
+                let at = (r0 + r) * n + c0;
+                let dst = &mut out[at..at + width];
+                #[allow(unsafe_code)]
+                // SAFETY: the mask writes exactly `width` floats from `dst`'s start, all inside it;
+                // masked-off lanes are neither written nor faulted on.
+                unsafe {
+                    _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, _mm512_add_ps(acc[q], bias))
+                };
+            }
+        }
+    }
+}
+
+/// The IEEE binary16 bit pattern nearest to `x` (ties to even; beyond the range: infinity).
+pub(crate) fn f16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let mantissa = bits & 0x7f_ffff;
+    if exponent == 0xff {
+        return sign | 0x7c00 | if mantissa != 0 { 0x200 } else { 0 };
+    }
+    // The exponent in binary16's bias.
+    let e = exponent - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    // (the kept bits, the dropped ones, how many were dropped)
+    let (kept, dropped, shift) = if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        // A subnormal: the implicit leading one becomes explicit, and the value is kept in
+        // units of 2^-24.
+        let full = mantissa | 0x80_0000;
+        let shift = (14 - e) as u32;
+        (full >> shift, full & ((1 << shift) - 1), shift)
+    } else {
+        (((e as u32) << 10) | (mantissa >> 13), mantissa & 0x1fff, 13)
+    };
+    let halfway = 1u32 << (shift - 1);
+    let up = dropped > halfway || (dropped == halfway && kept & 1 == 1);
+    // A carry out of the mantissa moves into the exponent, which is the right rounding (up to
+    // infinity at the top).
+    sign | (kept + u32::from(up)) as u16
+}
+
+/// The f32 value of an IEEE binary16 bit pattern (exact).
+#[cfg(test)]
+pub(crate) fn f16_value(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exponent = i32::from((h >> 10) & 0x1f);
+    let mantissa = f32::from(h & 0x3ff);
+    sign * match exponent {
+        0 => mantissa * 2f32.powi(-24),
+        0x1f if mantissa == 0.0 => f32::INFINITY,
+        0x1f => f32::NAN,
+        e => (1.0 + mantissa / 1024.0) * 2f32.powi(e - 15),
     }
 }
 
@@ -398,9 +720,14 @@ mod tests {
 
     #[test]
     fn linear_matches_the_textbook_product_for_every_edge_shape() {
-        // Row counts around the 6-row tile and the row block; column counts around the 16-wide panel.
+        // Row counts around the 6- and 12-row tiles and the row blocks; column counts around the
+        // 16-wide panel and the 32-wide pair of panels; the encoder's own shapes.
         for &(m, k, n) in &[
             (1, 3, 1),
+            (10, 384, 1152),
+            (12, 5, 33),
+            (25, 9, 48),
+            (3, 384, 1536),
             (5, 7, 15),
             (6, 16, 16),
             (7, 33, 17),
@@ -410,23 +737,74 @@ mod tests {
             let (w, b, x) = (values(n * k, 1), values(n, 2), values(m * k, 3));
             let layer = Linear::new(&w, &b, n, k);
             let want = reference_linear(&w, &b, &x, n, k);
-            for fused in [false, true] {
-                if fused && !vectorized() {
-                    continue;
-                }
+            // The half-precision layer against the product of its rounded weights.
+            let half = Linear::half(&w, &b, n, k);
+            let rounded: Vec<f32> = w.iter().map(|&v| f16_value(f16_bits(v))).collect();
+            let want_half = reference_linear(&rounded, &b, &x, n, k);
+            for build in ["plain", "fused", "wide", "wide-half"] {
                 let mut got = vec![f32::NAN; m * n];
-                if fused {
-                    linear::<Fused>(&layer, &x, &mut got);
-                } else {
-                    linear::<Plain>(&layer, &x, &mut got);
+                match build {
+                    "plain" => linear::<Plain>(&layer, &x, &mut got),
+                    "fused" if vectorized() => linear::<Fused>(&layer, &x, &mut got),
+                    #[cfg(target_arch = "x86_64")]
+                    "wide" if avx512() => linear::<Wide>(&layer, &x, &mut got),
+                    #[cfg(target_arch = "x86_64")]
+                    "wide-half" if avx512() => linear::<Wide>(&half, &x, &mut got),
+                    _ => continue,
                 }
-                for (g, w) in got.iter().zip(&want) {
+                let want = if build == "wide-half" {
+                    &want_half
+                } else {
+                    &want
+                };
+                for (g, w) in got.iter().zip(want) {
                     assert!(
                         (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                        "{m}x{k}x{n}: {g} vs {w}"
+                        "{build} {m}x{k}x{n}: {g} vs {w}"
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn half_precision_rounds_to_nearest_even() {
+        let cases: [(f32, u16); 14] = [
+            (0.0, 0x0000),
+            (-0.0, 0x8000),
+            (1.0, 0x3c00),
+            (-2.0, 0xc000),
+            (1.0 + 1.0 / 1024.0, 0x3c01),
+            // Ties: to the even neighbour.
+            (1.0 + 1.0 / 2048.0, 0x3c00),
+            (1.0 + 3.0 / 2048.0, 0x3c02),
+            (65504.0, 0x7bff),
+            (65520.0, 0x7c00),
+            (f32::INFINITY, 0x7c00),
+            // Subnormals: 2^-24 is the smallest; half of it ties to zero, three quarters round up.
+            (2f32.powi(-24), 0x0001),
+            (2f32.powi(-25), 0x0000),
+            (3.0 * 2f32.powi(-26), 0x0001),
+            (2f32.powi(-14) - 2f32.powi(-24), 0x03ff),
+        ];
+        for (x, want) in cases {
+            assert_eq!(f16_bits(x), want, "{x:e}");
+        }
+        assert!(f16_value(f16_bits(f32::NAN)).is_nan());
+        // Every finite binary16 value round-trips, and any f32 is within half a unit of the
+        // value it rounds to.
+        for h in 0..0x7c00u16 {
+            for h in [h, h | 0x8000] {
+                assert_eq!(f16_bits(f16_value(h)), h, "{h:#06x}");
+            }
+        }
+        let mut x = 1e-9f32;
+        while x < 60000.0 {
+            let v = f16_value(f16_bits(x));
+            let exponent = x.log2().floor().max(-14.0);
+            let unit = 2f32.powf(exponent - 10.0);
+            assert!((x - v).abs() <= unit / 2.0 * 1.000_001, "{x:e} -> {v:e}");
+            x *= 1.003_7;
         }
     }
 

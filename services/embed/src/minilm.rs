@@ -9,7 +9,7 @@ use std::path::Path;
 
 use tokenizers::{Tokenizer, TruncationParams};
 
-use crate::bert::{Bert, Config, Pieces};
+use crate::bert::{Bert, Config, Pieces, Weights};
 use crate::{EmbedError, Embedder, Result};
 
 /// Word pieces per text, `[CLS]` and `[SEP]` included, as sentence-transformers truncates.
@@ -30,6 +30,26 @@ impl MiniLm {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`; batches use every
     /// core.
     pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_for(dir, agentsearch_common::simd::build())
+    }
+
+    /// [`MiniLm::load`] with every weight kept in f32 whatever the build (the 512-bit build
+    /// otherwise keeps the linear layers in half precision): the reference for comparisons.
+    pub fn load_f32(dir: &Path) -> Result<Self> {
+        Self::load_as(dir, agentsearch_common::simd::build(), Weights::F32)
+    }
+
+    /// [`MiniLm::load`] for a named build of the kernels (the portable one where this CPU
+    /// cannot run it).
+    pub(crate) fn load_for(dir: &Path, build: agentsearch_common::simd::Build) -> Result<Self> {
+        Self::load_as(dir, build, Weights::HalfWhereWide)
+    }
+
+    fn load_as(
+        dir: &Path,
+        build: agentsearch_common::simd::Build,
+        weights: Weights,
+    ) -> Result<Self> {
         let read = |name: &str| {
             std::fs::read(dir.join(name)).map_err(|e| {
                 EmbedError::ModelUnavailable(format!(
@@ -50,7 +70,7 @@ impl MiniLm {
                 ..Default::default()
             }))
             .map_err(|e| EmbedError::ModelUnavailable(format!("tokenizer truncation: {e}")))?;
-        let model = Bert::load(&config, &read("model.safetensors")?)?;
+        let model = Bert::load_for(&config, &read("model.safetensors")?, build, weights)?;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Self {
             model,
@@ -210,5 +230,40 @@ mod tests {
         // Batched (padded) and single embeddings agree.
         let single = model.embed(&["refund a payment"]).unwrap();
         assert!(cosine(&single[0], &v[2]) > 0.9999);
+    }
+
+    /// Every build of the kernels this CPU runs gives the portable build's vectors, to well within
+    /// 1e-4 of cosine, for a short query and a passage of about 200 word pieces (the 512-bit
+    /// build with its weights in half precision).
+    #[test]
+    fn every_build_of_the_kernels_gives_the_same_embeddings() {
+        use agentsearch_common::simd::Build;
+        let dir = model_dir().expect("model weights missing: run scripts/fetch-model.sh");
+        let passage = "Alterations of the architecture of cerebral white matter in the developing \
+            human brain can affect cortical development and result in functional disabilities. "
+            .repeat(6);
+        let texts = ["post a message to a slack channel now", passage.as_str()];
+        let portable = MiniLm::load_for(&dir, Build::Portable).unwrap();
+        assert!(
+            portable.tokenize(&texts).unwrap()[1].ids.len() > 150,
+            "a long passage"
+        );
+        let want = portable.embed(&texts).unwrap();
+        for build in [Build::Fma256, Build::Avx512] {
+            if !build.supported() {
+                continue;
+            }
+            let got = MiniLm::load_for(&dir, build)
+                .unwrap()
+                .embed(&texts)
+                .unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                let c = cosine(g, w);
+                assert!(c > 1.0 - 1e-5, "{}: cosine {c}", build.name());
+                for (a, b) in g.iter().zip(w) {
+                    assert!((a - b).abs() < 3e-4, "{}: {a} vs {b}", build.name());
+                }
+            }
+        }
     }
 }

@@ -422,20 +422,31 @@ pub(crate) fn best_first(a: &(f32, u64), b: &(f32, u64)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
-/// `out[r] = query . matrix[r]` for every row of `matrix` (rows of `query.len()`), on 256-bit
-/// fused multiply-adds where the CPU has them (detected at run time), else on the baseline's.
+/// `out[r] = query . matrix[r]` for every row of `matrix` (rows of `query.len()`), on 512-bit or
+/// 256-bit fused multiply-adds where the CPU has them (the process's
+/// [`agentsearch_common::simd::build`]), else on the baseline's.
 pub(crate) fn inner_products(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) {
     out.clear();
     if query.is_empty() {
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx") && std::is_x86_feature_detected!("fma") {
+    match agentsearch_common::simd::build() {
         #[allow(unsafe_code)]
-        // SAFETY: the CPU has AVX and FMA (checked just above), the only features
+        // SAFETY: `build` gives `Avx512` only where the CPU has AVX-512F, the only feature
+        // `inner_products_avx512` is compiled with.
+        agentsearch_common::simd::Build::Avx512 => unsafe {
+            inner_products_avx512(query, matrix, out)
+        },
+        #[allow(unsafe_code)]
+        // SAFETY: `build` gives `Fma256` only where the CPU has AVX and FMA, the only features
         // `inner_products_fma` is compiled with.
-        return unsafe { inner_products_fma(query, matrix, out) };
+        agentsearch_common::simd::Build::Fma256 => unsafe {
+            inner_products_fma(query, matrix, out)
+        },
+        agentsearch_common::simd::Build::Portable => inner_products_plain(query, matrix, out),
     }
+    #[cfg(not(target_arch = "x86_64"))]
     inner_products_plain(query, matrix, out)
 }
 
@@ -480,6 +491,47 @@ fn inner_products_fma(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) {
             .map(|(a, b)| a * b)
             .sum();
         out.push(total + rest);
+    }
+}
+
+/// [`inner_products`] on 512-bit registers: four independent accumulators of sixteen lanes per
+/// row (a 384-d row is six steps), summed as a tree.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn inner_products_avx512(query: &[f32], matrix: &[f32], out: &mut Vec<f32>) {
+    use std::arch::x86_64::{
+        __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_reduce_add_ps,
+        _mm512_setzero_ps,
+    };
+    const STEP: usize = 64;
+    let dim = query.len();
+    let split = dim - dim % STEP;
+    let load = |values: &[f32], at: usize| -> __m512 {
+        let lanes: &[f32; 16] = values[at..at + 16].try_into().unwrap_or(&[0.0; 16]);
+        #[allow(unsafe_code)]
+        // SAFETY: `lanes` is sixteen readable f32s; the load has no alignment requirement.
+        unsafe {
+            _mm512_loadu_ps(lanes.as_ptr())
+        }
+    };
+    out.reserve(matrix.len() / dim);
+    for row in matrix.chunks_exact(dim) {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut at = 0;
+        while at < split {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                let offset = at + 16 * k;
+                *acc = _mm512_fmadd_ps(load(query, offset), load(row, offset), *acc);
+            }
+            at += STEP;
+        }
+        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        let rest: f32 = query[split..]
+            .iter()
+            .zip(&row[split..])
+            .map(|(a, b)| a * b)
+            .sum();
+        out.push(_mm512_reduce_add_ps(sum) + rest);
     }
 }
 
@@ -537,18 +589,44 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        for dim in [1, 5, 8, 31, 32, 33, 100, 384] {
+        for dim in [1, 5, 8, 31, 32, 33, 63, 64, 65, 100, 128, 384] {
             let query: Vec<f32> = (0..dim).map(|_| next()).collect();
             let matrix: Vec<f32> = (0..dim * 7).map(|_| next()).collect();
             let expected = reference(&query, &matrix);
-            let mut fast = Vec::new();
-            inner_products(&query, &matrix, &mut fast);
-            let mut plain = Vec::new();
-            inner_products_plain(&query, &matrix, &mut plain);
-            assert_eq!(fast.len(), 7);
-            for ((f, p), e) in fast.iter().zip(&plain).zip(&expected) {
-                assert!((f - e).abs() <= 1e-5 * dim as f32, "dim {dim}: {f} vs {e}");
-                assert!((p - e).abs() <= 1e-5 * dim as f32, "dim {dim}: {p} vs {e}");
+            // The dispatched build, then every build this CPU can run.
+            let mut builds = vec![("dispatched", Vec::new()), ("plain", Vec::new())];
+            inner_products(&query, &matrix, &mut builds[0].1);
+            inner_products_plain(&query, &matrix, &mut builds[1].1);
+            #[cfg(target_arch = "x86_64")]
+            {
+                use agentsearch_common::simd::Build;
+                if Build::Fma256.supported() {
+                    let mut out = Vec::new();
+                    #[allow(unsafe_code)]
+                    // SAFETY: the CPU has AVX and FMA, checked just above.
+                    unsafe {
+                        inner_products_fma(&query, &matrix, &mut out)
+                    };
+                    builds.push(("fma", out));
+                }
+                if Build::Avx512.supported() {
+                    let mut out = Vec::new();
+                    #[allow(unsafe_code)]
+                    // SAFETY: the CPU has AVX-512F, checked just above.
+                    unsafe {
+                        inner_products_avx512(&query, &matrix, &mut out)
+                    };
+                    builds.push(("avx512", out));
+                }
+            }
+            for (build, got) in &builds {
+                assert_eq!(got.len(), 7, "{build}");
+                for (g, e) in got.iter().zip(&expected) {
+                    assert!(
+                        (g - e).abs() <= 1e-5 * dim as f32,
+                        "{build} dim {dim}: {g} vs {e}"
+                    );
+                }
             }
         }
     }
