@@ -12,7 +12,7 @@ pub enum Build {
     Portable,
     /// Fused multiply-adds on 256-bit vectors (AVX and FMA).
     Fma256,
-    /// 512-bit vectors (AVX-512F, with AVX and FMA).
+    /// 512-bit vectors (AVX-512F, with AVX, AVX2, FMA and F16C).
     Avx512,
 }
 
@@ -37,8 +37,15 @@ impl Build {
             Build::Fma256 => {
                 std::is_x86_feature_detected!("avx") && std::is_x86_feature_detected!("fma")
             }
+            // Code generated for `avx512f` may also use AVX2 and F16C (the feature implies them),
+            // so they are checked too: every AVX-512 CPU has them, but a hypervisor may hide some.
             #[cfg(target_arch = "x86_64")]
-            Build::Avx512 => Build::Fma256.supported() && std::is_x86_feature_detected!("avx512f"),
+            Build::Avx512 => {
+                Build::Fma256.supported()
+                    && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("f16c")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }

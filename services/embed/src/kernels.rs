@@ -63,16 +63,19 @@ impl Mad for Wide {
 
     #[inline(always)]
     fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        // Checked on every call (a cached flag, next to nothing against a layer's product), so
+        // that no safe caller can reach the 512-bit code on a CPU without it.
+        assert!(avx512(), "the 512-bit product on a CPU without AVX-512");
         #[allow(unsafe_code)]
-        // SAFETY: `Wide` is only the multiply-add of code that runs after `avx512` returned true
-        // (the encoder's 512-bit build), so the CPU has AVX-512F.
+        // SAFETY: the CPU runs the 512-bit build (checked just above): AVX-512F, AVX and FMA, the
+        // features `wide::linear` is compiled with.
         unsafe {
             wide::linear(layer, x, out)
         }
     }
 }
 
-/// Whether this CPU runs the 512-bit build of the kernels (AVX-512F, AVX and FMA).
+/// Whether this CPU runs the 512-bit build of the kernels (AVX-512F, AVX, AVX2, FMA, F16C).
 pub fn avx512() -> bool {
     agentsearch_common::simd::Build::Avx512.supported()
 }

@@ -612,7 +612,7 @@ mod tests {
                 if Build::Avx512.supported() {
                     let mut out = Vec::new();
                     #[allow(unsafe_code)]
-                    // SAFETY: the CPU has AVX-512F, checked just above.
+                    // SAFETY: the CPU runs the 512-bit build (AVX-512F among others), checked just above.
                     unsafe {
                         inner_products_avx512(&query, &matrix, &mut out)
                     };
