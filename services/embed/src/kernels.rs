@@ -96,11 +96,15 @@ pub fn vectorized() -> bool {
 pub(crate) struct Linear {
     inputs: usize,
     outputs: usize,
-    /// The f32 panels (empty when the layer is kept in half precision).
-    panels: Vec<f32>,
-    /// The same panels as IEEE binary16 bit patterns (empty when kept in f32).
-    half: Vec<u16>,
+    panels: Panels,
     bias: Vec<f32>,
+}
+
+/// The packed panels of a [`Linear`], in one of its two forms.
+enum Panels {
+    F32(Vec<f32>),
+    /// IEEE binary16 bit patterns.
+    Half(Vec<u16>),
 }
 
 impl Linear {
@@ -122,8 +126,7 @@ impl Linear {
         Self {
             inputs,
             outputs,
-            panels,
-            half: Vec::new(),
+            panels: Panels::F32(panels),
             bias: bias.to_vec(),
         }
     }
@@ -132,14 +135,10 @@ impl Linear {
     /// for the 512-bit build's product only.
     pub(crate) fn half(weight: &[f32], bias: &[f32], outputs: usize, inputs: usize) -> Self {
         let mut layer = Self::new(weight, bias, outputs, inputs);
-        layer.half = layer.panels.iter().map(|&w| f16_bits(w)).collect();
-        layer.panels = Vec::new();
+        if let Panels::F32(full) = &layer.panels {
+            layer.panels = Panels::Half(full.iter().map(|&w| f16_bits(w)).collect());
+        }
         layer
-    }
-
-    /// Whether the panels are kept in half precision.
-    pub(crate) fn is_half(&self) -> bool {
-        !self.half.is_empty()
     }
 
     pub(crate) fn inputs(&self) -> usize {
@@ -205,10 +204,6 @@ pub(crate) fn linear<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
 /// put in vector registers.
 #[inline(always)]
 fn linear_tiled<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
-    assert!(
-        !layer.is_half(),
-        "half-precision weights are only read by the 512-bit build"
-    );
     let (k, n) = (layer.inputs, layer.outputs);
     assert_eq!(x.len() % k, 0, "input width");
     let m = x.len() / k;
@@ -224,9 +219,12 @@ fn linear_tiled<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
 
 #[inline(always)]
 fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
+    let Panels::F32(panels) = &layer.panels else {
+        panic!("half-precision weights are only read by the 512-bit build");
+    };
     let (k, n) = (layer.inputs, layer.outputs);
     let m = x.len() / k;
-    for (p, panel) in layer.panels.chunks_exact(k * NR).enumerate() {
+    for (p, panel) in panels.chunks_exact(k * NR).enumerate() {
         let c0 = p * NR;
         let width = NR.min(n - c0);
         let bias: [f32; NR] =
@@ -300,15 +298,10 @@ mod wide {
         _mm512_storeu_ps,
     };
 
-    use super::{Linear, NR, ROW_BLOCK_FLOATS};
+    use super::{Linear, NR, Panels, ROW_BLOCK_FLOATS};
 
     /// Rows of one tile.
     const ROWS: usize = 12;
-    /// Inputs of at most this many rows widen half-precision panels in registers as they read
-    /// them; longer ones widen each pair of panels once into scratch (the widening competes with
-    /// the multiply-adds for the same execution ports, so it pays to do it once per weight only
-    /// when few rows share each weight).
-    const HALF_IN_REGISTERS: usize = ROWS;
 
     #[target_feature(enable = "avx512f,avx,fma")]
     pub(super) fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
@@ -317,10 +310,11 @@ mod wide {
         let m = x.len() / k;
         assert_eq!(out.len(), m * n, "output shape");
         let packed = n.div_ceil(NR) * k * NR;
-        assert!(
-            layer.panels.len() == packed || layer.half.len() == packed,
-            "packed panels"
-        );
+        let held = match &layer.panels {
+            Panels::F32(f) => f.len(),
+            Panels::Half(h) => h.len(),
+        };
+        assert_eq!(held, packed, "packed panels");
         let block = (ROW_BLOCK_FLOATS / k).max(ROWS) / ROWS * ROWS;
         let mut scratch = Vec::new();
         let mut start = 0;
@@ -354,13 +348,15 @@ mod wide {
         while p < panels {
             let count = if p + 1 < panels { 2 } else { 1 };
             let span = p * k * NR..(p + count) * k * NR;
-            let source = if !layer.is_half() {
-                Source::Full(&layer.panels[span])
-            } else if m <= HALF_IN_REGISTERS {
-                Source::Half(&layer.half[span])
-            } else {
-                widen(&layer.half[span], scratch);
-                Source::Full(scratch)
+            // One row tile reads each weight once: it widens half precision in registers. More
+            // tiles share a pair widened once into scratch.
+            let source = match &layer.panels {
+                Panels::F32(f) => Source::Full(&f[span]),
+                Panels::Half(h) if m <= ROWS => Source::Half(&h[span]),
+                Panels::Half(h) => {
+                    widen(&h[span], scratch);
+                    Source::Full(scratch)
+                }
             };
             let mut r0 = 0;
             while r0 < m {
@@ -390,11 +386,10 @@ mod wide {
         scratch.resize(half.len(), 0.0);
         for (from, to) in half.chunks_exact(16).zip(scratch.chunks_exact_mut(16)) {
             #[allow(unsafe_code)]
-            // SAFETY: sixteen readable halves and sixteen writable floats; no alignment
-            // requirement.
+            // SAFETY: sixteen readable halves and sixteen writable floats; the CPU has AVX-512F
+            // (this function's features).
             unsafe {
-                let wide = _mm512_cvtph_ps(_mm256_loadu_si256(from.as_ptr().cast::<__m256i>()));
-                _mm512_storeu_ps(to.as_mut_ptr(), wide);
+                _mm512_storeu_ps(to.as_mut_ptr(), u16::load16(from.as_ptr()))
             }
         }
     }
