@@ -52,6 +52,14 @@ impl Build {
     }
 }
 
+/// Whether this CPU converts IEEE half precision to f32 by instruction (F16C, with AVX).
+pub fn half_conversion() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::is_x86_feature_detected!("f16c") && std::is_x86_feature_detected!("avx");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// The widest build this CPU runs.
 pub fn widest() -> Build {
     Build::ALL

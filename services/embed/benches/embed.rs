@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    // The same queries with every weight in f32 (what the 512-bit build reads otherwise in half
+    // The same queries with every weight in f32 (what the vector builds otherwise read in half
     // precision), measured alternately with the default in one run.
     let full = MiniLm::load_f32(&dir).expect("model weights");
     let mut group = c.benchmark_group("weights");

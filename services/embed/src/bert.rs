@@ -60,11 +60,11 @@ pub(crate) struct Bert {
 pub(crate) enum Weights {
     /// As the model file has them.
     F32,
-    /// In half precision where the build is the 512-bit one (which widens them in registers),
-    /// else f32: half the bytes to read per pass, for a model whose passes are mostly short
-    /// inputs (query embedding) and whose outputs tolerate it (checked against PyTorch's
-    /// vectors). Products and sums stay f32.
-    HalfWhereWide,
+    /// In half precision where the CPU converts it to f32 by instruction (every build but the
+    /// portable one, on a CPU with F16C), else f32: half the bytes to read per pass, for a model
+    /// whose passes are mostly short inputs (query embedding) and whose outputs tolerate it
+    /// (checked against PyTorch's vectors). Products and sums stay f32.
+    HalfWhereConverted,
 }
 
 /// How the rows of one text's last hidden state become its output vector.
@@ -134,7 +134,9 @@ impl Bert {
         } else {
             Build::Portable
         };
-        let half = weights == Weights::HalfWhereWide && build == Build::Avx512;
+        let half = weights == Weights::HalfWhereConverted
+            && build != Build::Portable
+            && simd::half_conversion();
         let pack = |w: &[f32], b: &[f32], outputs: usize, inputs: usize| {
             if half {
                 Linear::half(w, b, outputs, inputs)
@@ -292,7 +294,6 @@ impl Bert {
             spans.push(rows..rows + p.ids.len());
             rows += p.ids.len();
         }
-        let longest = spans.iter().map(|s| s.len()).max().unwrap_or(0);
 
         let mut x = vec![0.0f32; rows * h];
         for (p, span) in texts.iter().zip(&spans) {
@@ -315,7 +316,7 @@ impl Bert {
         let mut context = vec![0.0f32; rows * h];
         let mut attended = vec![0.0f32; rows * h];
         let mut up = vec![0.0f32; rows * intermediate];
-        let mut scores = vec![0.0f32; longest];
+        let mut scratch = kernels::AttentionScratch::default();
         for layer in &self.layers {
             debug_assert_eq!(layer.qkv.inputs(), h);
             kernels::linear::<M>(&layer.qkv, &x, &mut qkv);
@@ -324,9 +325,8 @@ impl Bert {
                     &qkv[span.start * 3 * h..span.end * 3 * h],
                     h,
                     self.heads,
-                    0..span.len(),
                     &mut context[span.start * h..span.end * h],
-                    &mut scores,
+                    &mut scratch,
                 );
             }
             kernels::linear::<M>(&layer.attention_out, &context, &mut attended);

@@ -3,11 +3,12 @@
 //!
 //! Every kernel is written once, generic over how a multiply-add is done ([`Mad`]), and compiled
 //! three times, the build chosen at run time ([`agentsearch_common::simd::build`]): with
-//! 512-bit vectors for CPUs that have AVX-512 (where the matrix product is hand-written: see
-//! [`wide`]), with fused multiply-adds on 256-bit vectors for CPUs that have AVX and FMA, and
-//! plainly for the rest. Loops keep independent accumulators in fixed-size arrays so the compiler
-//! turns them into vector instructions; nothing here needs a reordering of floating-point sums
-//! that the compiler would not do on its own.
+//! 512-bit vectors for CPUs that have AVX-512, with fused multiply-adds on 256-bit vectors for CPUs
+//! that have AVX and FMA, and plainly for the rest. The matrix product, which attention uses too,
+//! is hand-written for the first two ([`wide`], [`narrow`]; the 256-bit one needs F16C too, and
+//! without it the portable tiles run). Loops keep independent accumulators in fixed-size arrays so
+//! the compiler turns them into vector instructions; nothing here needs a reordering of
+//! floating-point sums that the compiler would not do on its own.
 
 /// Columns of one packed weight panel: two 8-lane vectors.
 const NR: usize = 16;
@@ -44,6 +45,22 @@ impl Mad for Fused {
     #[inline(always)]
     fn mad(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
+    }
+
+    /// On x86-64 with AVX, FMA and F16C: the hand-written 256-bit product ([`narrow::linear`]).
+    #[inline(always)]
+    fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if vectorized() && agentsearch_common::simd::half_conversion() {
+            #[allow(unsafe_code)]
+            // SAFETY: the CPU has AVX, FMA and F16C (checked just above), the features
+            // `narrow::linear` is compiled with.
+            unsafe {
+                narrow::linear(layer, x, out)
+            };
+            return;
+        }
+        linear_tiled::<Self>(layer, x, out)
     }
 }
 
@@ -87,12 +104,13 @@ pub fn vectorized() -> bool {
 
 /// A linear layer: `out = x . Wᵀ + bias` with `W` stored `outputs x inputs` (PyTorch's layout),
 /// repacked at load as `ceil(outputs / 16)` panels of `inputs x 16` so that the product reads each
-/// panel contiguously, once per block of rows, and never repacks anything per call.
+/// panel contiguously, once per block of rows, and never repacks anything per call (the model's
+/// layers; attention's operands are packed per head into a reused layer by [`Linear::repack`]).
 ///
-/// The panels are kept in one of two forms: f32, or IEEE half precision for the 512-bit build
-/// ([`Linear::half`]), which widens them to f32 in registers as it reads them. A short input reads
-/// every weight once per layer, so that pass costs what moving the weights from memory costs:
-/// half the bytes, half the time. Products and sums stay f32.
+/// The panels are kept in one of two forms: f32, or IEEE half precision ([`Linear::half`]),
+/// widened to f32 as the product reads them. A short input reads every weight once per layer, so
+/// that pass costs what moving the weights from memory costs: half the bytes, half the time.
+/// Products and sums stay f32.
 pub(crate) struct Linear {
     inputs: usize,
     outputs: usize,
@@ -131,14 +149,45 @@ impl Linear {
         }
     }
 
-    /// [`Linear::new`] with the panels kept in half precision (rounded to nearest, ties to even),
-    /// for the 512-bit build's product only.
+    /// [`Linear::new`] with the panels kept in half precision (rounded to nearest, ties to even).
+    /// The hand-written products widen them in registers for a short block of rows and panel by
+    /// panel into f32 scratch for a longer one; the portable product always into scratch.
     pub(crate) fn half(weight: &[f32], bias: &[f32], outputs: usize, inputs: usize) -> Self {
         let mut layer = Self::new(weight, bias, outputs, inputs);
         if let Panels::F32(full) = &layer.panels {
             layer.panels = Panels::Half(full.iter().map(|&w| f16_bits(w)).collect());
         }
         layer
+    }
+
+    /// Packs, in place of this layer's weights, `W` with `W[c][i] = weight(c, i)` for `outputs`
+    /// columns of `inputs` each, f32 and with a zero bias: the operands of attention, which
+    /// change with every head, reuse one layer's buffers.
+    pub(crate) fn repack(
+        &mut self,
+        outputs: usize,
+        inputs: usize,
+        weight: impl Fn(usize, usize) -> f32,
+    ) {
+        assert!(inputs > 0, "a layer without inputs");
+        let mut panels = match std::mem::replace(&mut self.panels, Panels::F32(Vec::new())) {
+            Panels::F32(p) => p,
+            Panels::Half(_) => Vec::new(),
+        };
+        panels.clear();
+        panels.resize(outputs.div_ceil(NR) * inputs * NR, 0.0);
+        for (p, panel) in panels.chunks_exact_mut(inputs * NR).enumerate() {
+            let width = NR.min(outputs - p * NR);
+            for (i, lane) in panel.chunks_exact_mut(NR).enumerate() {
+                for (j, w) in lane[..width].iter_mut().enumerate() {
+                    *w = weight(p * NR + j, i);
+                }
+            }
+        }
+        self.panels = Panels::F32(panels);
+        self.bias.clear();
+        self.bias.resize(outputs, 0.0);
+        (self.inputs, self.outputs) = (inputs, outputs);
     }
 
     pub(crate) fn inputs(&self) -> usize {
@@ -219,12 +268,18 @@ fn linear_tiled<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
 
 #[inline(always)]
 fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
-    let Panels::F32(panels) = &layer.panels else {
-        panic!("half-precision weights are only read by the 512-bit build");
-    };
     let (k, n) = (layer.inputs, layer.outputs);
     let m = x.len() / k;
-    for (p, panel) in panels.chunks_exact(k * NR).enumerate() {
+    let mut widened = Vec::new();
+    for p in 0..n.div_ceil(NR) {
+        let span = p * k * NR..(p + 1) * k * NR;
+        let panel = match &layer.panels {
+            Panels::F32(f) => &f[span],
+            Panels::Half(h) => {
+                widen(&h[span], &mut widened);
+                &widened[..]
+            }
+        };
         let c0 = p * NR;
         let width = NR.min(n - c0);
         let bias: [f32; NR] =
@@ -236,48 +291,269 @@ fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
             store(tile, out, width, n, r0, c0);
             r0 += MR;
         }
-        match m - r0 {
-            0 => {}
-            1 => store(
-                micro::<M, 1>([row(r0)], panel, &bias),
-                out,
-                width,
-                n,
-                r0,
-                c0,
-            ),
-            2 => store(
-                micro::<M, 2>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
-                out,
-                width,
-                n,
-                r0,
-                c0,
-            ),
-            3 => store(
-                micro::<M, 3>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
-                out,
-                width,
-                n,
-                r0,
-                c0,
-            ),
-            4 => store(
-                micro::<M, 4>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
-                out,
-                width,
-                n,
-                r0,
-                c0,
-            ),
-            _ => store(
-                micro::<M, 5>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
-                out,
-                width,
-                n,
-                r0,
-                c0,
-            ),
+        macro_rules! rest {
+            ($($r:literal)*) => {
+                match m - r0 {
+                    0 => {}
+                    $($r => store(
+                        micro::<M, $r>(std::array::from_fn(|i| row(r0 + i)), panel, &bias),
+                        out,
+                        width,
+                        n,
+                        r0,
+                        c0,
+                    ),)*
+                    _ => unreachable!("fewer than {MR} rows are left"),
+                }
+            };
+        }
+        rest!(1 2 3 4 5);
+    }
+}
+
+/// Half-precision weights into f32 `to` (resized to fit): by the CPU's conversion instruction
+/// where it has one (F16C), else one by one.
+fn widen(half: &[u16], to: &mut Vec<f32>) {
+    // Every float is overwritten below: only growth needs filling.
+    to.resize(half.len(), 0.0);
+    #[cfg(target_arch = "x86_64")]
+    if agentsearch_common::simd::half_conversion() {
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU has F16C and AVX, checked just above.
+        unsafe {
+            widen_f16c(half, to)
+        };
+        return;
+    }
+    for (h, f) in half.iter().zip(to.iter_mut()) {
+        *f = f16_value(*h);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+fn widen_f16c(half: &[u16], to: &mut [f32]) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
+    let (chunks, rest) = (half.chunks_exact(8), half.len() / 8 * 8);
+    for (h, f) in chunks.zip(to.chunks_exact_mut(8)) {
+        #[allow(unsafe_code)]
+        // SAFETY: eight readable halves (16 bytes) and eight writable floats; no alignment
+        // requirement; the CPU has F16C and AVX (this function's features).
+        unsafe {
+            _mm256_storeu_ps(
+                f.as_mut_ptr(),
+                _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast::<__m128i>())),
+            )
+        };
+    }
+    for (h, f) in half[rest..].iter().zip(&mut to[rest..]) {
+        *f = f16_value(*h);
+    }
+}
+
+/// Where a hand-written tile reads its panels from.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// f32 panels, the tile's first one at the slice's start.
+    Full(&'a [f32]),
+    /// Half-precision panels, likewise.
+    Half(&'a [u16]),
+}
+
+/// A weight as the hand-written products' panels hold it: f32, or the bits of a binary16, read
+/// as f32 vectors.
+#[cfg(target_arch = "x86_64")]
+trait Weight: Copy {
+    /// Eight weights from `at` as f32.
+    ///
+    /// # Safety
+    /// `at..at + 8` must be readable and the CPU must have AVX and F16C.
+    #[allow(unsafe_code)]
+    unsafe fn load8(at: *const Self) -> std::arch::x86_64::__m256;
+
+    /// Sixteen weights from `at` as f32.
+    ///
+    /// # Safety
+    /// `at..at + 16` must be readable and the CPU must have AVX-512F.
+    #[allow(unsafe_code)]
+    unsafe fn load16(at: *const Self) -> std::arch::x86_64::__m512;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Weight for f32 {
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn load8(at: *const f32) -> std::arch::x86_64::__m256 {
+        #[allow(unsafe_code)]
+        // SAFETY: the caller's contract; no alignment requirement.
+        unsafe {
+            std::arch::x86_64::_mm256_loadu_ps(at)
+        }
+    }
+
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn load16(at: *const f32) -> std::arch::x86_64::__m512 {
+        #[allow(unsafe_code)]
+        // SAFETY: the caller's contract; no alignment requirement.
+        unsafe {
+            std::arch::x86_64::_mm512_loadu_ps(at)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Weight for u16 {
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn load8(at: *const u16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps};
+        #[allow(unsafe_code)]
+        // SAFETY: the caller's contract (eight halves are 16 bytes); no alignment requirement.
+        unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(at.cast::<__m128i>()))
+        }
+    }
+
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn load16(at: *const u16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm512_cvtph_ps};
+        #[allow(unsafe_code)]
+        // SAFETY: the caller's contract (sixteen halves are 32 bytes); no alignment requirement.
+        unsafe {
+            _mm512_cvtph_ps(_mm256_loadu_si256(at.cast::<__m256i>()))
+        }
+    }
+}
+
+/// The matrix product on 256-bit registers (AVX, FMA, F16C): tiles of up to 6 rows x 16 columns
+/// (one packed panel) in 12 of the 16 vector registers, the panel's two vectors loaded once per
+/// input column and each input value broadcast once.
+///
+/// What the portable tile compiles to keeps neither: it reloads the panel for every row and checks
+/// each row's bounds per step. Half-precision panels are widened in registers by a short input and
+/// once per panel into f32 scratch by a long one.
+#[cfg(target_arch = "x86_64")]
+mod narrow {
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps,
+    };
+
+    use super::{Linear, MR, NR, Panels, ROW_BLOCK_FLOATS, Source, Weight, widen};
+
+    /// Blocks of at most this many rows (two row tiles: a query) widen half-precision panels in
+    /// registers, each tile on its own; longer ones widen each panel once into scratch, which
+    /// costs a store and a load per weight and pays off only when more tiles share it.
+    const HALF_IN_REGISTERS: usize = 2 * MR;
+
+    #[target_feature(enable = "avx,fma,f16c")]
+    pub(super) fn linear(layer: &Linear, x: &[f32], out: &mut [f32]) {
+        let (k, n) = (layer.inputs, layer.outputs);
+        assert_eq!(x.len() % k, 0, "input width");
+        let m = x.len() / k;
+        assert_eq!(out.len(), m * n, "output shape");
+        let held = match &layer.panels {
+            Panels::F32(f) => f.len(),
+            Panels::Half(h) => h.len(),
+        };
+        assert_eq!(held, n.div_ceil(NR) * k * NR, "packed panels");
+        let block = (ROW_BLOCK_FLOATS / k).max(MR) / MR * MR;
+        let mut scratch = Vec::new();
+        let mut start = 0;
+        while start < m {
+            let end = (start + block).min(m);
+            let (x, out) = (&x[start * k..end * k], &mut out[start * n..end * n]);
+            for p in 0..n.div_ceil(NR) {
+                let span = p * k * NR..(p + 1) * k * NR;
+                let source = match &layer.panels {
+                    Panels::F32(f) => Source::Full(&f[span]),
+                    Panels::Half(h) if end - start <= HALF_IN_REGISTERS => Source::Half(&h[span]),
+                    Panels::Half(h) => {
+                        widen(&h[span], &mut scratch);
+                        Source::Full(&scratch)
+                    }
+                };
+                let mut r0 = 0;
+                while r0 < end - start {
+                    let rows = (end - start - r0).min(MR);
+                    macro_rules! dispatch {
+                        ($($r:literal)*) => {
+                            match (rows, source) {
+                                $(($r, Source::Full(f)) => tile::<$r, f32>(layer, f, x, out, r0, p),
+                                  ($r, Source::Half(h)) => tile::<$r, u16>(layer, h, x, out, r0, p),)*
+                                _ => unreachable!("a tile has 1 to {MR} rows"),
+                            }
+                        };
+                    }
+                    dispatch!(1 2 3 4 5 6);
+                    r0 += rows;
+                }
+            }
+            start = end;
+        }
+    }
+
+    /// Rows `r0..r0 + R` of `x` against panel `p` (`panel` is that panel), bias added, into `out`.
+    #[inline]
+    #[target_feature(enable = "avx,fma,f16c")]
+    fn tile<const R: usize, W: Weight>(
+        layer: &Linear,
+        panel: &[W],
+        x: &[f32],
+        out: &mut [f32],
+        r0: usize,
+        p: usize,
+    ) {
+        let (k, n) = (layer.inputs, layer.outputs);
+        // Every read below is inside these ranges; checked once here, not per multiply-add.
+        assert!((r0 + R) * k <= x.len(), "tile rows");
+        assert!(k * NR <= panel.len(), "tile panel");
+        let weights = panel.as_ptr();
+        let rows = x.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for kk in 0..k {
+            #[allow(unsafe_code)]
+            // SAFETY: `kk * NR + 16 <= k * NR <= panel.len()`, asserted above; the CPU has AVX and
+            // F16C (this function's features).
+            let b = unsafe {
+                [
+                    W::load8(weights.add(kk * NR)),
+                    W::load8(weights.add(kk * NR + 8)),
+                ]
+            };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                #[allow(unsafe_code)]
+                // SAFETY: `(r0 + r) * k + kk < (r0 + R) * k`, asserted above.
+                let a = _mm256_set1_ps(unsafe { *rows.add((r0 + r) * k + kk) });
+                acc[0] = _mm256_fmadd_ps(a, b[0], acc[0]);
+                acc[1] = _mm256_fmadd_ps(a, b[1], acc[1]);
+            }
+        }
+        let c0 = p * NR;
+        let width = NR.min(n - c0);
+        let mut bias = [0.0f32; NR];
+        bias[..width].copy_from_slice(&layer.bias[c0..c0 + width]);
+        #[allow(unsafe_code)]
+        // SAFETY: sixteen readable floats; no alignment requirement.
+        let bias = unsafe {
+            [
+                _mm256_loadu_ps(bias.as_ptr()),
+                _mm256_loadu_ps(bias.as_ptr().add(8)),
+            ]
+        };
+        for (r, acc) in acc.iter().enumerate() {
+            let mut row = [0.0f32; NR];
+            #[allow(unsafe_code)]
+            // SAFETY: sixteen writable floats; no alignment requirement.
+            unsafe {
+                _mm256_storeu_ps(row.as_mut_ptr(), _mm256_add_ps(acc[0], bias[0]));
+                _mm256_storeu_ps(row.as_mut_ptr().add(8), _mm256_add_ps(acc[1], bias[1]));
+            }
+            let at = (r0 + r) * n + c0;
+            out[at..at + width].copy_from_slice(&row[..width]);
         }
     }
 }
@@ -293,12 +569,11 @@ fn linear_block<M: Mad>(layer: &Linear, x: &[f32], out: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::{
-        __m256i, __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtph_ps, _mm512_fmadd_ps,
-        _mm512_loadu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_setzero_ps,
-        _mm512_storeu_ps,
+        __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+        _mm512_set1_ps, _mm512_setzero_ps,
     };
 
-    use super::{Linear, NR, Panels, ROW_BLOCK_FLOATS};
+    use super::{Linear, NR, Panels, ROW_BLOCK_FLOATS, Source, Weight, widen};
 
     /// Rows of one tile.
     const ROWS: usize = 12;
@@ -328,15 +603,6 @@ mod wide {
             );
             start = end;
         }
-    }
-
-    /// Where a tile reads its panels from.
-    #[derive(Clone, Copy)]
-    enum Source<'a> {
-        /// f32 panels, the tile's first one at the slice's start.
-        Full(&'a [f32]),
-        /// Half-precision panels, likewise.
-        Half(&'a [u16]),
     }
 
     #[target_feature(enable = "avx512f,avx,fma")]
@@ -376,56 +642,6 @@ mod wide {
                 r0 += rows;
             }
             p += count;
-        }
-    }
-
-    /// Half-precision panels into f32 `scratch`, sixteen at a time.
-    #[target_feature(enable = "avx512f,avx,fma")]
-    fn widen(half: &[u16], scratch: &mut Vec<f32>) {
-        scratch.clear();
-        scratch.resize(half.len(), 0.0);
-        for (from, to) in half.chunks_exact(16).zip(scratch.chunks_exact_mut(16)) {
-            #[allow(unsafe_code)]
-            // SAFETY: sixteen readable halves and sixteen writable floats; the CPU has AVX-512F
-            // (this function's features).
-            unsafe {
-                _mm512_storeu_ps(to.as_mut_ptr(), u16::load16(from.as_ptr()))
-            }
-        }
-    }
-
-    /// A weight as the panels hold it: f32, or the bits of a binary16.
-    trait Weight: Copy {
-        /// Sixteen weights from `at` as f32.
-        ///
-        /// # Safety
-        /// `at..at + 16` must be readable and the CPU must have AVX-512F.
-        #[allow(unsafe_code)]
-        unsafe fn load16(at: *const Self) -> __m512;
-    }
-
-    impl Weight for f32 {
-        #[inline(always)]
-        #[allow(unsafe_code)]
-        unsafe fn load16(at: *const f32) -> __m512 {
-            #[allow(unsafe_code)]
-            // SAFETY: the caller's contract; no alignment requirement.
-            unsafe {
-                _mm512_loadu_ps(at)
-            }
-        }
-    }
-
-    impl Weight for u16 {
-        #[inline(always)]
-        #[allow(unsafe_code)]
-        unsafe fn load16(at: *const u16) -> __m512 {
-            #[allow(unsafe_code)]
-            // SAFETY: the caller's contract (sixteen halves are 32 bytes); no alignment
-            // requirement.
-            unsafe {
-                _mm512_cvtph_ps(_mm256_loadu_si256(at.cast::<__m256i>()))
-            }
         }
     }
 
@@ -525,7 +741,6 @@ pub(crate) fn f16_bits(x: f32) -> u16 {
 }
 
 /// The f32 value of an IEEE binary16 bit pattern (exact).
-#[cfg(test)]
 pub(crate) fn f16_value(h: u16) -> f32 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
     let exponent = i32::from((h >> 10) & 0x1f);
@@ -644,50 +859,106 @@ pub(crate) fn layer_norm_row<M: Mad>(row: &mut [f32], gamma: &[f32], beta: &[f32
     }
 }
 
-/// Scaled dot-product attention of one text, every head, for query rows `queries` of the text.
+/// Buffers of [`attention`], kept across texts and layers so that a forward pass allocates them
+/// once.
+pub(crate) struct AttentionScratch {
+    /// One head's queries, `len x head`.
+    queries: Vec<f32>,
+    /// One head's keys packed as the weights of a layer with `len` outputs and `head` inputs.
+    keys: Linear,
+    /// One head's values packed as the weights of a layer with `head` outputs and `len` inputs.
+    values: Linear,
+    /// Scores, then probabilities, `len x len`.
+    scores: Vec<f32>,
+    /// One head's context rows, `len x head`.
+    context: Vec<f32>,
+}
+
+impl Default for AttentionScratch {
+    fn default() -> Self {
+        Self {
+            queries: Vec::new(),
+            keys: Linear::new(&[], &[], 0, 0),
+            values: Linear::new(&[], &[], 0, 0),
+            scores: Vec::new(),
+            context: Vec::new(),
+        }
+    }
+}
+
+/// Scaled dot-product attention of one text, every head, as two matrix products per head on the
+/// build's product ([`linear`]): the scores `Q Kᵀ` with the keys packed as a layer's weights, a
+/// softmax per row, then the context `P V` with the values packed likewise.
 ///
 /// `qkv` holds the text's rows (`len x 3·hidden`: queries, keys and values side by side), `out`
-/// the context rows of `queries` (`queries.len() x hidden`); `scores` is scratch of at least
-/// `len` floats. No mask: a text's rows are exactly its word pieces, never padding.
+/// receives its context rows (`len x hidden`). No mask: a text's rows are exactly its word pieces,
+/// never padding.
 #[inline(always)]
 pub(crate) fn attention<M: Mad>(
     qkv: &[f32],
     hidden: usize,
     heads: usize,
-    queries: std::ops::Range<usize>,
     out: &mut [f32],
-    scores: &mut [f32],
+    scratch: &mut AttentionScratch,
 ) {
     let width = 3 * hidden;
     let len = qkv.len() / width;
+    assert_eq!(out.len(), len * hidden, "context shape");
+    if len == 0 {
+        return;
+    }
     let head = hidden / heads;
     let scale = 1.0 / (head as f32).sqrt();
-    let scores = &mut scores[..len];
-    for (i, ctx) in queries.zip(out.chunks_exact_mut(hidden)) {
-        for h in 0..heads {
-            let q = &qkv[i * width + h * head..i * width + (h + 1) * head];
-            for (j, s) in scores.iter_mut().enumerate() {
-                let k = &qkv[j * width + hidden + h * head..j * width + hidden + (h + 1) * head];
-                *s = dot::<M>(q, k) * scale;
-            }
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            for s in scores.iter_mut() {
-                *s = exp::<M>(*s - max);
-            }
-            let norm = 1.0 / sum::<M>(scores);
-            let c = &mut ctx[h * head..(h + 1) * head];
-            c.fill(0.0);
-            for (j, p) in scores.iter().enumerate() {
-                let v = &qkv
-                    [j * width + 2 * hidden + h * head..j * width + 2 * hidden + (h + 1) * head];
-                for (c, v) in c.iter_mut().zip(v) {
-                    *c = M::mad(*p, *v, *c);
-                }
-            }
-            for c in c.iter_mut() {
-                *c *= norm;
-            }
+    let AttentionScratch {
+        queries,
+        keys,
+        values,
+        scores,
+        context,
+    } = scratch;
+    scores.resize(len * len, 0.0);
+    context.resize(len * head, 0.0);
+    for h in 0..heads {
+        let (q, k, v) = (h * head, hidden + h * head, 2 * hidden + h * head);
+        queries.clear();
+        for row in qkv.chunks_exact(width) {
+            queries.extend_from_slice(&row[q..q + head]);
         }
+        keys.repack(len, head, |c, i| qkv[c * width + k + i]);
+        linear::<M>(keys, queries, scores);
+        for row in scores.chunks_exact_mut(len) {
+            softmax::<M>(row, scale);
+        }
+        values.repack(head, len, |c, i| qkv[i * width + v + c]);
+        linear::<M>(values, scores, context);
+        for (o, c) in out.chunks_exact_mut(hidden).zip(context.chunks_exact(head)) {
+            o[q..q + head].copy_from_slice(c);
+        }
+    }
+}
+
+/// `row = softmax(row · scale)`, in place.
+#[inline(always)]
+fn softmax<M: Mad>(row: &mut [f32], scale: f32) {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks
+        .remainder()
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for l in 0..LANES {
+            lanes[l] = lanes[l].max(c[l]);
+        }
+    }
+    let max = lanes.into_iter().fold(rest, f32::max);
+    for s in row.iter_mut() {
+        *s = exp::<M>((*s - max) * scale);
+    }
+    let norm = 1.0 / sum::<M>(row);
+    for s in row.iter_mut() {
+        *s *= norm;
     }
 }
 
@@ -739,18 +1010,27 @@ mod tests {
             let half = Linear::half(&w, &b, n, k);
             let rounded: Vec<f32> = w.iter().map(|&v| f16_value(f16_bits(v))).collect();
             let want_half = reference_linear(&rounded, &b, &x, n, k);
-            for build in ["plain", "fused", "wide", "wide-half"] {
+            for build in [
+                "plain",
+                "plain-half",
+                "fused",
+                "fused-half",
+                "wide",
+                "wide-half",
+            ] {
                 let mut got = vec![f32::NAN; m * n];
                 match build {
                     "plain" => linear::<Plain>(&layer, &x, &mut got),
+                    "plain-half" => linear::<Plain>(&half, &x, &mut got),
                     "fused" if vectorized() => linear::<Fused>(&layer, &x, &mut got),
+                    "fused-half" if vectorized() => linear::<Fused>(&half, &x, &mut got),
                     #[cfg(target_arch = "x86_64")]
                     "wide" if avx512() => linear::<Wide>(&layer, &x, &mut got),
                     #[cfg(target_arch = "x86_64")]
                     "wide-half" if avx512() => linear::<Wide>(&half, &x, &mut got),
                     _ => continue,
                 }
-                let want = if build == "wide-half" {
+                let want = if build.ends_with("-half") {
                     &want_half
                 } else {
                     &want
@@ -760,6 +1040,74 @@ mod tests {
                         (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
                         "{build} {m}x{k}x{n}: {g} vs {w}"
                     );
+                }
+            }
+        }
+    }
+
+    /// Textbook attention in f64: every head, softmax of scaled scores, then the values.
+    fn reference_attention(qkv: &[f32], hidden: usize, heads: usize) -> Vec<f32> {
+        let width = 3 * hidden;
+        let len = qkv.len() / width;
+        let head = hidden / heads;
+        let at = |i: usize, c: usize| qkv[i * width + c] as f64;
+        let mut out = vec![0.0; len * hidden];
+        for h in 0..heads {
+            for i in 0..len {
+                let scores: Vec<f64> = (0..len)
+                    .map(|j| {
+                        let dot: f64 = (0..head)
+                            .map(|d| at(i, h * head + d) * at(j, hidden + h * head + d))
+                            .sum();
+                        dot / (head as f64).sqrt()
+                    })
+                    .collect();
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let total: f64 = exps.iter().sum();
+                for d in 0..head {
+                    let c: f64 = (0..len)
+                        .map(|j| exps[j] / total * at(j, 2 * hidden + h * head + d))
+                        .sum();
+                    out[i * hidden + h * head + d] = c as f32;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn attention_matches_the_textbook_one_for_every_edge_length() {
+        // Lengths around the row tiles and the 16-wide panels; one scratch for every text, as a
+        // forward pass shares it, so a longer text followed by a shorter one is covered too.
+        for &(hidden, heads) in &[(8, 2), (384, 12)] {
+            for build in ["plain", "fused", "wide"] {
+                let mut scratch = AttentionScratch::default();
+                for &len in &[0, 1, 5, 6, 13, 17, 40, 3, 33] {
+                    // Values scaled up so the softmax is peaked as well as flat in places.
+                    let qkv: Vec<f32> = values(len * 3 * hidden, len)
+                        .iter()
+                        .map(|v| v * 4.0)
+                        .collect();
+                    let mut got = vec![f32::NAN; len * hidden];
+                    match build {
+                        "plain" => attention::<Plain>(&qkv, hidden, heads, &mut got, &mut scratch),
+                        "fused" if vectorized() => {
+                            attention::<Fused>(&qkv, hidden, heads, &mut got, &mut scratch)
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        "wide" if avx512() => {
+                            attention::<Wide>(&qkv, hidden, heads, &mut got, &mut scratch)
+                        }
+                        _ => continue,
+                    }
+                    let want = reference_attention(&qkv, hidden, heads);
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                            "{build} {hidden}/{heads} len {len}: {g} vs {w}"
+                        );
+                    }
                 }
             }
         }

@@ -33,8 +33,8 @@ impl MiniLm {
         Self::load_for(dir, agentsearch_common::simd::build())
     }
 
-    /// [`MiniLm::load`] with every weight kept in f32 whatever the build (the 512-bit build
-    /// otherwise keeps the linear layers in half precision): the reference for comparisons.
+    /// [`MiniLm::load`] with every weight kept in f32 whatever the build (the vector builds
+    /// otherwise keep the linear layers in half precision): the reference for comparisons.
     pub fn load_f32(dir: &Path) -> Result<Self> {
         Self::load_as(dir, agentsearch_common::simd::build(), Weights::F32)
     }
@@ -42,7 +42,7 @@ impl MiniLm {
     /// [`MiniLm::load`] for a named build of the kernels (the portable one where this CPU
     /// cannot run it).
     pub(crate) fn load_for(dir: &Path, build: agentsearch_common::simd::Build) -> Result<Self> {
-        Self::load_as(dir, build, Weights::HalfWhereWide)
+        Self::load_as(dir, build, Weights::HalfWhereConverted)
     }
 
     fn load_as(
@@ -233,8 +233,8 @@ mod tests {
     }
 
     /// Every build of the kernels this CPU runs gives the portable build's vectors, to well within
-    /// 1e-4 of cosine, for a short query and a passage of about 200 word pieces (the 512-bit
-    /// build with its weights in half precision).
+    /// 1e-4 of cosine, for a short query and a passage of about 200 word pieces (the vector
+    /// builds with their weights in half precision where the CPU has F16C).
     #[test]
     fn every_build_of_the_kernels_gives_the_same_embeddings() {
         use agentsearch_common::simd::Build;

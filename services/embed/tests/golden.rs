@@ -25,9 +25,10 @@ const F32_WEIGHTS: Bounds = Bounds {
     component: 1e-4,
     min_cosine: 0.9999,
 };
-/// The default load, whose 512-bit build keeps the linear layers' weights in half precision: the
-/// direction of every vector within 1e-5 of cosine of the reference (measured: about 1e-6), a
-/// component within 2e-4 (measured: at most 1.5e-4 of components around 0.05).
+/// The default load, whose vector builds keep the linear layers' weights in half precision (where
+/// the CPU has F16C): the direction of every vector within 1e-5 of cosine of the reference
+/// (measured: about 1e-6), a component within 2e-4 (measured: at most 1.5e-4 of components
+/// around 0.05).
 const DEFAULT_LOAD: Bounds = Bounds {
     component: 2e-4,
     min_cosine: 0.99999,
