@@ -1,6 +1,6 @@
 //! Shard-side search over many small per-integration indexes (the shape of a real catalog):
-//! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, plus the
-//! BM25 statistics pass the router runs before a multi-shard search; and a search of 500 tools
+//! 100 integrations x 50 tools, 384-d vectors, with and without a side-effect ceiling, through
+//! the project's search view and (`_each`) index by index, plus the BM25 statistics pass the router runs before a multi-shard search; and a search of 500 tools
 //! carried inline (indexed in memory for the request); and context search over one sync of 20,000
 //! passages, plain and typed (a folder prefix, a date range), each record readable by a tenth of
 //! the callers.
@@ -70,6 +70,9 @@ fn bench(c: &mut Criterion) {
             index.upsert(tools).unwrap();
         }
     }
+    // The project's search view, as a shard has it once a search found it out of date.
+    indexes.build_views();
+    assert!(indexes.has_current_view(PROJECT));
     let query = "send the invoice to a customer";
     let stats = indexes
         .term_stats(&TermStatsRequest {
@@ -114,6 +117,18 @@ fn bench(c: &mut Criterion) {
     c.bench_function("shard_search_100x50_dense", |b| {
         b.iter(|| indexes.search(&dense))
     });
+    // The same searches of the indexes one by one (what a search does while the view is rebuilt
+    // after a write; typed queries always do).
+    for (name, request) in [
+        ("hybrid", &request),
+        ("hybrid_ceiling", &ceiling),
+        ("lexical", &lexical),
+        ("dense", &dense),
+    ] {
+        c.bench_function(&format!("shard_search_100x50_{name}_each"), |b| {
+            b.iter(|| indexes.search_each(request))
+        });
+    }
     // Typed queries: the same words restricted by a filter on the side effect (every index
     // evaluates it on tantivy), and a phrase with no words (ranked by the node alone).
     let filtered = ShardSearchRequest {

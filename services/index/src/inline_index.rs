@@ -126,14 +126,14 @@ impl InlineIndex {
     ) -> Result<Scored> {
         self.state
             .search_lexical(query, filter, limit, buffers)
-            .map(Scored::ordered)
+            .map(|scored| scored.ordered(limit))
     }
 
     /// [`crate::IntegrationIndex::search_dense`] over the inline tools.
     pub fn search_dense(&self, query: &[f32], filter: &ToolFilter, limit: usize) -> Result<Scored> {
         self.state
             .search_dense(query, filter, limit, &mut ScoreBuffers::default())
-            .map(Scored::ordered)
+            .map(|scored| scored.ordered(limit))
     }
 
     /// The record behind a vector id.

@@ -17,11 +17,13 @@ pub mod segment_index;
 mod structured;
 pub mod tool_index;
 mod tool_slice;
+mod tool_view;
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use agentsearch_common::config::LexicalConfig;
@@ -44,20 +46,67 @@ pub use tool_index::{
 /// a fast keyed hash, seeded per process).
 type ProjectIndexes = HashMap<String, Arc<IntegrationIndex>, foldhash::fast::RandomState>;
 
+/// A project's indexes on the shard and its search view.
+#[derive(Default)]
+struct Project {
+    indexes: ProjectIndexes,
+    views: Arc<Views>,
+}
+
+/// A project's search view ([`tool_view`]) and what keeps it current.
+#[derive(Default)]
+struct Views {
+    /// Publications of the project's indexes (and indexes created), counted by the indexes.
+    published: Arc<AtomicU64>,
+    current: RwLock<Option<Arc<tool_view::ToolView>>>,
+    /// A build is running.
+    building: AtomicBool,
+}
+
+impl Views {
+    /// The view, if it is as current as the indexes.
+    fn current(&self) -> Option<Arc<tool_view::ToolView>> {
+        let published = self.published.load(Ordering::Acquire);
+        self.current
+            .read()
+            .as_ref()
+            .filter(|view| view.published() == published)
+            .cloned()
+    }
+
+    /// Builds the view of `indexes` and publishes it; `published` was read before `indexes`
+    /// were listed.
+    fn build(&self, published: u64, indexes: Vec<Arc<IntegrationIndex>>) {
+        let started = Instant::now();
+        let view = tool_view::ToolView::build(published, indexes, schema::TEXT_FIELDS.len());
+        tracing::debug!(
+            rows = view.rows(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "tool search view built"
+        );
+        let mut current = self.current.write();
+        // A slower build of an older count never replaces a newer view.
+        if current.as_ref().is_none_or(|v| v.published() <= published) {
+            *current = Some(Arc::new(view));
+        }
+    }
+}
+
 /// Every tool index of a shard, by project then integration (so that a search looks its scope up
-/// by name, without building keys).
+/// by name, without building keys), and per project a search view over all of them.
 pub struct ToolIndexes {
     root: PathBuf,
     lexical: LexicalConfig,
-    indexes: RwLock<HashMap<String, ProjectIndexes>>,
+    indexes: RwLock<HashMap<String, Project>>,
 }
 
 impl ToolIndexes {
-    /// Opens every index under `root/tools/<project>/<integration>`.
+    /// Opens every index under `root/tools/<project>/<integration>`, and builds each project's
+    /// search view.
     pub fn open(root: &Path, lexical: LexicalConfig) -> Result<Self> {
         let tools_dir = root.join("tools");
         fs::create_dir_all(&tools_dir)?;
-        let mut indexes: HashMap<String, ProjectIndexes> = HashMap::new();
+        let mut indexes: HashMap<String, Project> = HashMap::new();
         for project in fs::read_dir(&tools_dir)? {
             let project = project?;
             if !project.file_type()?.is_dir() {
@@ -70,24 +119,32 @@ impl ToolIndexes {
                     continue;
                 }
                 let name = integration.file_name().to_string_lossy().to_string();
-                let index = IntegrationIndex::open(&integration.path(), &name)?;
-                indexes
-                    .entry(project_id.clone())
-                    .or_default()
-                    .insert(name, Arc::new(index));
+                let entry = indexes.entry(project_id.clone()).or_default();
+                let index = IntegrationIndex::open_counted(
+                    &integration.path(),
+                    &name,
+                    entry.views.published.clone(),
+                )?;
+                entry.indexes.insert(name, Arc::new(index));
             }
         }
-        Ok(Self {
+        let indexes = Self {
             root: root.to_path_buf(),
             lexical,
             indexes: RwLock::new(indexes),
-        })
+        };
+        indexes.build_views();
+        Ok(indexes)
     }
 
     /// Number of indexes and of tools held.
     pub fn counts(&self) -> (u64, u64) {
         let indexes = self.indexes.read();
-        let all = || indexes.values().flat_map(|project| project.values());
+        let all = || {
+            indexes
+                .values()
+                .flat_map(|project| project.indexes.values())
+        };
         (all().count() as u64, all().map(|i| i.len() as u64).sum())
     }
 
@@ -96,7 +153,7 @@ impl ToolIndexes {
         let indexes = self.indexes.read();
         indexes
             .values()
-            .flat_map(|project| project.values())
+            .flat_map(|project| project.indexes.values())
             .map(|i| i.generation())
             .sum()
     }
@@ -105,8 +162,74 @@ impl ToolIndexes {
         self.indexes
             .read()
             .get(project)
-            .and_then(|p| p.get(integration))
+            .and_then(|p| p.indexes.get(integration))
             .cloned()
+    }
+
+    /// Builds the search view of every project whose view is not current, now, on this thread.
+    /// (A search that finds its project's view out of date builds it in the background and
+    /// searches the indexes one by one meanwhile.)
+    pub fn build_views(&self) {
+        let projects: Vec<String> = self.indexes.read().keys().cloned().collect();
+        for project in projects {
+            if let Some((views, published, indexes)) = self.stale_view(&project) {
+                views.build(published, indexes);
+            }
+        }
+    }
+
+    /// Whether the project's search view is as current as its indexes (searches then use it).
+    pub fn has_current_view(&self, project: &str) -> bool {
+        let views = self.indexes.read().get(project).map(|p| p.views.clone());
+        views.is_some_and(|views| views.current().is_some())
+    }
+
+    /// The project's view, if it is current; otherwise starts a build of it in the background
+    /// (unless one is running).
+    fn view(&self, project: &str) -> Option<Arc<tool_view::ToolView>> {
+        let views = self.indexes.read().get(project)?.views.clone();
+        if let Some(view) = views.current() {
+            return Some(view);
+        }
+        if views.building.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let Some((views, published, indexes)) = self.stale_view(project) else {
+            views.building.store(false, Ordering::Release);
+            return None;
+        };
+        rayon::spawn(move || {
+            // A panic here must not reach the pool (it would abort the process): the searches
+            // go on one index at a time and the next one tries again.
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                views.build(published, indexes)
+            }));
+            if built.is_err() {
+                tracing::error!("building a tool search view panicked");
+            }
+            views.building.store(false, Ordering::Release);
+        });
+        None
+    }
+
+    /// What a build of the project's view needs, if its view is not current: the publication
+    /// count, read before the indexes are listed.
+    #[allow(clippy::type_complexity)]
+    fn stale_view(&self, project: &str) -> Option<(Arc<Views>, u64, Vec<Arc<IntegrationIndex>>)> {
+        let views = self.indexes.read().get(project)?.views.clone();
+        if views.current().is_some() {
+            return None;
+        }
+        let published = views.published.load(Ordering::Acquire);
+        let indexes = self
+            .indexes
+            .read()
+            .get(project)?
+            .indexes
+            .values()
+            .cloned()
+            .collect();
+        Some((views, published, indexes))
     }
 
     /// The index of `integration` in `project`, created empty if it does not exist.
@@ -117,19 +240,26 @@ impl ToolIndexes {
             return Ok(index);
         }
         let mut indexes = self.indexes.write();
-        let project_indexes = indexes.entry(project.to_string()).or_default();
-        if let Some(index) = project_indexes.get(integration) {
+        let entry = indexes.entry(project.to_string()).or_default();
+        if let Some(index) = entry.indexes.get(integration) {
             return Ok(index.clone());
         }
         let dir = self.root.join("tools").join(project).join(integration);
-        let index = Arc::new(IntegrationIndex::open(&dir, integration)?);
-        project_indexes.insert(integration.to_string(), index.clone());
+        let published = entry.views.published.clone();
+        let index = Arc::new(IntegrationIndex::open_counted(
+            &dir,
+            integration,
+            published.clone(),
+        )?);
+        entry.indexes.insert(integration.to_string(), index.clone());
+        // The project's view does not hold the new index.
+        published.fetch_add(1, Ordering::Release);
         Ok(index)
     }
 
     fn scoped(&self, project: &str, integrations: &[String]) -> Vec<Arc<IntegrationIndex>> {
         let indexes = self.indexes.read();
-        let Some(project) = indexes.get(project) else {
+        let Some(project) = indexes.get(project).map(|p| &p.indexes) else {
             return Vec::new();
         };
         let mut seen = HashSet::with_capacity_and_hasher(
@@ -165,6 +295,10 @@ impl ToolIndexes {
     /// BM25 statistics of the query over the named indexes.
     pub fn term_stats(&self, request: &TermStatsRequest) -> Result<TermStats> {
         let terms = analyzer::analyze(&request.query);
+        if let Some(view) = self.view(&request.project_id) {
+            let scope = view.scope(&request.integrations);
+            return Ok(view.stats_of(&scope, &schema::TEXT_FIELDS, &terms));
+        }
         Ok(scoped_stats(
             &self.scoped(&request.project_id, &request.integrations),
             &terms,
@@ -172,9 +306,40 @@ impl ToolIndexes {
     }
 
     /// Searches the named indexes with both retrievers; an index that fails is reported in
-    /// `failures` and the others still answer. Candidates of all indexes are pooled as
-    /// `(score, index, vector id)` and only the best `limit` per list become named hits.
+    /// `failures` and the others still answer. Only the best `limit` candidates per list become
+    /// named hits. A string query runs on the project's search view when it is current
+    /// ([`tool_view`]); a structured one, or any while the view is rebuilt, searches the indexes
+    /// one by one ([`ToolIndexes::search_each`]), which answers the same.
     pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
+        if request.structured.is_none()
+            && let Some(view) = self.view(&request.project_id)
+        {
+            let prepare_started = Instant::now();
+            let scope = view.scope(&request.integrations);
+            if view.suits(&scope) {
+                let _span = tracing::info_span!(
+                    "index_search",
+                    integrations = request.integrations.len(),
+                    view = true
+                )
+                .entered();
+                let terms = if request.lexical {
+                    analyzer::analyze(&request.query)
+                } else {
+                    Vec::new()
+                };
+                let lexical = self.lexical_under(&terms, request.stats.as_ref(), || {
+                    view.stats_of(&scope, &schema::TEXT_FIELDS, &terms)
+                });
+                return view.search(request, &scope, &lexical, prepare_started);
+            }
+        }
+        self.search_each(request)
+    }
+
+    /// [`ToolIndexes::search`] of each named index in turn, candidates of all indexes pooled as
+    /// `(score, index, vector id)`.
+    pub fn search_each(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
         let _span = tracing::info_span!("index_search", integrations = request.integrations.len())
             .entered();
         let prepare_started = Instant::now();
@@ -199,21 +364,9 @@ impl ToolIndexes {
             }
         };
         let scoped = self.scoped(&request.project_id, &request.integrations);
-        // Global statistics from the router, else those of every index searched here, so the
-        // scores of different indexes are comparable.
-        let lexical = if terms.is_empty() {
-            LexicalQuery::default()
-        } else {
-            let own;
-            let stats = match &request.stats {
-                Some(stats) => stats,
-                None => {
-                    own = scoped_stats(&scoped, &terms);
-                    &own
-                }
-            };
-            self.lexical_query(&terms, stats)
-        };
+        let lexical = self.lexical_under(&terms, request.stats.as_ref(), || {
+            scoped_stats(&scoped, &terms)
+        });
         let query = ToolQuery {
             lexical: request.lexical.then_some(&lexical),
             vector: request.vector.as_deref(),
@@ -267,6 +420,24 @@ impl ToolIndexes {
         let mut response = search_sources(&[index], &query, prepare_started);
         response.generations.clear();
         Ok(response)
+    }
+
+    /// The BM25F query of analyzed `terms` under the router's global statistics, else under
+    /// `own()` (those of every index searched here), so that the scores of different indexes are
+    /// comparable.
+    fn lexical_under(
+        &self,
+        terms: &[String],
+        global: Option<&TermStats>,
+        own: impl FnOnce() -> TermStats,
+    ) -> LexicalQuery {
+        if terms.is_empty() {
+            return LexicalQuery::default();
+        }
+        match global {
+            Some(stats) => self.lexical_query(terms, stats),
+            None => self.lexical_query(terms, &own()),
+        }
     }
 
     /// The BM25F query of analyzed `terms` under `stats`, with the shard's field weights.
@@ -355,8 +526,30 @@ fn search_sources<S: ToolSource>(
         "indexes searched"
     );
     let record = |source: usize, id: u64| sources[source].tool(id);
-    let [lexical, excluded_lexical, dense, excluded_dense] =
-        pools.map(|p| best_hits(&record, p, limit));
+    let lists = pools.map(|p| best_hits(&record, p, limit));
+    let generation_of =
+        |source: usize| Some((sources[source].integration(), *searched_at.get(source)?));
+    let timings = ShardTimings {
+        assemble_ms: dense_done.elapsed().as_secs_f64() * 1e3,
+        ..timings
+    };
+    ShardSearchResponse {
+        matched,
+        ..answer(lists, generation_of, failures, timings)
+    }
+}
+
+/// A shard's answer from its four lists of named hits (lexical, excluded lexical, dense,
+/// excluded dense), each hit with its record and the index it came from: the records of the
+/// eligible hits (once per name) and the generation of each index that gave a hit (what the hits
+/// were ranked from), by `generation_of` the index.
+pub(crate) fn answer<'a, P: Copy>(
+    lists: [Vec<(Hit, Arc<ToolRecord>, P)>; 4],
+    generation_of: impl Fn(P) -> Option<(&'a str, u64)>,
+    failures: Vec<PartFailure>,
+    timings: ShardTimings,
+) -> ShardSearchResponse {
+    let [lexical, excluded_lexical, dense, excluded_dense] = lists;
     let mut seen = HashSet::new();
     let tools = lexical
         .iter()
@@ -364,21 +557,18 @@ fn search_sources<S: ToolSource>(
         .filter(|(hit, ..)| seen.insert(hit.name.clone()))
         .map(|(_, record, _)| (**record).clone())
         .collect();
-    // Generations of the indexes that gave a hit (what the answer's hits were ranked from).
     let mut generations = std::collections::BTreeMap::new();
-    for (_, _, source) in [&lexical, &excluded_lexical, &dense, &excluded_dense]
+    for &(_, _, source) in [&lexical, &excluded_lexical, &dense, &excluded_dense]
         .into_iter()
         .flatten()
     {
-        let integration = sources[*source].integration();
-        if let Some(&generation) = searched_at.get(*source)
+        if let Some((integration, generation)) = generation_of(source)
             && !generations.contains_key(integration)
         {
             generations.insert(integration.to_string(), generation);
         }
     }
-    let strip =
-        |v: Vec<(Hit, Arc<ToolRecord>, usize)>| v.into_iter().map(|(h, ..)| h).collect::<Vec<_>>();
+    let strip = |v: Vec<(Hit, Arc<ToolRecord>, P)>| v.into_iter().map(|(h, ..)| h).collect();
     ShardSearchResponse {
         lexical: strip(lexical),
         dense: strip(dense),
@@ -386,12 +576,9 @@ fn search_sources<S: ToolSource>(
         excluded_dense: strip(excluded_dense),
         tools,
         failures,
-        timings: ShardTimings {
-            assemble_ms: dense_done.elapsed().as_secs_f64() * 1e3,
-            ..timings
-        },
+        timings,
         generations,
-        matched,
+        matched: Default::default(),
         highlights: Default::default(),
         structured: false,
     }
@@ -418,8 +605,10 @@ fn scoped_stats(indexes: &[Arc<IntegrationIndex>], terms: &[String]) -> TermStat
 /// Scopes of at least this many indexes are searched on several threads.
 const PARALLEL_FROM: usize = 32;
 
-fn parallelism() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// The machine's cores (read once: on Linux, asking reads the cgroup's files).
+pub(crate) fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The candidates of a run of indexes (positions from `offset` in the scope).
@@ -510,7 +699,7 @@ fn best_hits(
     hits
 }
 
-fn failure(integration: &str, retriever: &str, err: &IndexError) -> PartFailure {
+pub(crate) fn failure(integration: &str, retriever: &str, err: &IndexError) -> PartFailure {
     tracing::warn!(integration, retriever, error = %err, "index search failed");
     PartFailure {
         integration: integration.to_string(),

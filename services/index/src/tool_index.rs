@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use agentsearch_common::shard::{IndexedTool, TermStats};
@@ -77,10 +78,12 @@ pub struct Scored {
 }
 
 impl Scored {
-    /// Both lists best first (ties: lower id first).
-    pub(crate) fn ordered(mut self) -> Self {
-        self.eligible.sort_by(crate::tool_slice::best_first);
-        self.excluded.sort_by(crate::tool_slice::best_first);
+    /// Both lists best first (ties: lower id first), at most `limit` each.
+    pub(crate) fn ordered(mut self, limit: usize) -> Self {
+        for list in [&mut self.eligible, &mut self.excluded] {
+            list.sort_by(crate::tool_slice::best_first);
+            list.truncate(limit);
+        }
         self
     }
 }
@@ -155,8 +158,9 @@ pub(crate) struct State {
     fields: Fields,
     tools: IdMapOf<Arc<ToolRecord>>,
     ids: HashMap<String, u64>,
-    /// What searches read: this generation's postings and vectors.
-    slice: Slice,
+    /// What searches read: this generation's postings and vectors (shared with the project's
+    /// search view, [`crate::tool_view`]).
+    slice: Arc<Slice>,
     generation: u64,
 }
 
@@ -201,7 +205,7 @@ impl State {
             fields: *fields,
             tools,
             ids,
-            slice,
+            slice: Arc::new(slice),
             generation,
         })
     }
@@ -383,11 +387,23 @@ pub struct IntegrationIndex {
     fields: Fields,
     state: RwLock<State>,
     write_lock: Mutex<()>,
+    /// Counts the publications of every index of the project (shared by them): a search view of
+    /// the project built at another count is out of date.
+    published: Arc<AtomicU64>,
 }
 
 impl IntegrationIndex {
     /// Opens the index in `dir`, creating an empty one if the directory holds none.
     pub fn open(dir: &Path, integration: &str) -> Result<Self> {
+        Self::open_counted(dir, integration, Arc::default())
+    }
+
+    /// [`IntegrationIndex::open`], counting its publications in `published`.
+    pub(crate) fn open_counted(
+        dir: &Path,
+        integration: &str,
+        published: Arc<AtomicU64>,
+    ) -> Result<Self> {
         finish_rebuild(dir)?;
         let (mut index, mut reader, mut generation) = open_tantivy(dir, build_schema().0)?;
         let unexpected = || IndexError::Corrupt(format!("{}: unexpected schema", dir.display()));
@@ -418,6 +434,7 @@ impl IntegrationIndex {
             fields,
             state: RwLock::new(state),
             write_lock: Mutex::new(()),
+            published,
         })
     }
 
@@ -459,20 +476,35 @@ impl IntegrationIndex {
                     fields: self.fields,
                     tools,
                     ids,
-                    slice,
+                    slice: Arc::new(slice),
                     generation,
                 })
             });
         let mut state = self.state.write();
-        match prepared {
-            Ok(next) => *state = next,
+        let published = match prepared {
+            Ok(next) => {
+                *state = next;
+                Ok(())
+            }
             Err(err) => {
                 tracing::error!(integration = %self.integration, error = %err, "in-memory update after a commit failed; reloading");
-                self.reader.reload()?;
-                *state = load_state(self.reader.searcher(), &self.fields, generation)?;
+                self.reader
+                    .reload()
+                    .map_err(IndexError::from)
+                    .and_then(|()| load_state(self.reader.searcher(), &self.fields, generation))
+                    .map(|next| *state = next)
             }
-        }
-        Ok(())
+        };
+        // After the swap: a view built before it is out of date from here on (and a failed
+        // reload may have changed the state too).
+        self.published.fetch_add(1, Ordering::Release);
+        published
+    }
+
+    /// The published slice and its generation, read together.
+    pub(crate) fn snapshot(&self) -> (Arc<Slice>, u64) {
+        let state = self.state.read();
+        (state.slice.clone(), state.generation)
     }
 
     pub fn integration(&self) -> &str {
@@ -608,7 +640,7 @@ impl IntegrationIndex {
         self.state
             .read()
             .search_lexical(query, filter, limit, buffers)
-            .map(Scored::ordered)
+            .map(|scored| scored.ordered(limit))
     }
 
     /// Inner-product (cosine, vectors are normalised) nearest neighbours of `query`.
@@ -616,7 +648,7 @@ impl IntegrationIndex {
         self.state
             .read()
             .search_dense(query, filter, limit, &mut ScoreBuffers::default())
-            .map(Scored::ordered)
+            .map(|scored| scored.ordered(limit))
     }
 
     /// Every tool held with its vector, by name, to copy the index to another replica.

@@ -156,6 +156,42 @@ impl Slice {
         self.dim
     }
 
+    /// Number of documents (rows).
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The records, by row.
+    pub(crate) fn records(&self) -> &[Arc<ToolRecord>] {
+        &self.records
+    }
+
+    /// The side effects, by row.
+    pub(crate) fn effects(&self) -> &[SideEffect] {
+        &self.effects
+    }
+
+    /// Every vector, row after row.
+    pub(crate) fn matrix(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    /// Documents counted by the statistics, and tokens per field.
+    pub(crate) fn totals(&self) -> (u64, &[u64]) {
+        (self.total_docs, &self.field_tokens)
+    }
+
+    /// Every term with its document frequency per field and its postings (by field, then row).
+    pub(crate) fn terms(&self) -> impl Iterator<Item = (&str, &[u64], &[Posting])> {
+        self.terms.iter().map(|(text, entry)| {
+            (
+                text.as_str(),
+                entry.doc_freq.as_slice(),
+                entry.postings.as_slice(),
+            )
+        })
+    }
+
     /// The vector of a tool, if this generation holds it.
     pub(crate) fn vector(&self, row: usize) -> &[f32] {
         &self.vectors[row * self.dim..(row + 1) * self.dim]
@@ -336,7 +372,7 @@ impl Slice {
     }
 
     /// A query vector of another dimension than the index's is refused.
-    fn check_dim(&self, query: &[f32]) -> Result<()> {
+    pub(crate) fn check_dim(&self, query: &[f32]) -> Result<()> {
         if query.len() != self.dim {
             return Err(IndexError::invalid(
                 "vector",
@@ -387,6 +423,24 @@ impl TermCounts {
         }
     }
 
+    /// Adds a collection's document count and tokens per field.
+    pub(crate) fn add_totals(&mut self, total_docs: u64, field_tokens: &[u64]) {
+        self.total_docs += total_docs;
+        for (total, tokens) in self.field_tokens.iter_mut().zip(field_tokens) {
+            *total += tokens;
+        }
+    }
+
+    /// Adds the document frequencies per field of the query's `term`-th term.
+    pub(crate) fn add_doc_freqs(&mut self, term: usize, doc_freqs: &[u64]) {
+        let terms = self.doc_freqs.len() / self.field_tokens.len().max(1);
+        for (f, df) in doc_freqs.iter().enumerate() {
+            if let Some(total) = self.doc_freqs.get_mut(f * terms + term) {
+                *total += df;
+            }
+        }
+    }
+
     /// Adds the counts to `stats` under the fields' `names`, as tantivy's statistics are summed.
     pub(crate) fn add_to(&self, names: &[&str], terms: &[String], stats: &mut TermStats) {
         stats.total_docs += self.total_docs;
@@ -407,13 +461,25 @@ impl TermCounts {
     }
 }
 
-/// Keeps the best `limit` of each list, in no particular order ([`Scored::ordered`] sorts them).
+/// Keeps the best `limit` of each list and every candidate tied with the last of them (the names
+/// of the tools decide among ties once the lists of all indexes are pooled, so that where a list
+/// is cut does not depend on how the tools are spread over indexes), in no particular order
+/// ([`Scored::ordered`] sorts them).
 fn finish(out: &mut Scored, limit: usize) {
     for list in [&mut out.eligible, &mut out.excluded] {
-        if list.len() > limit {
-            list.select_nth_unstable_by(limit - 1, best_first);
-            list.truncate(limit);
-        }
+        keep_best(list, limit, |c| c.0);
+    }
+}
+
+/// Keeps the best `limit` candidates of `list` by `score` and every one tied with the last of
+/// them (`>=` on floats, so `-0.0` ties with `0.0`), in no particular order.
+pub(crate) fn keep_best<T>(list: &mut Vec<T>, limit: usize, score: impl Fn(&T) -> f32) {
+    if limit == 0 {
+        list.clear();
+    } else if list.len() > limit {
+        list.select_nth_unstable_by(limit - 1, |a, b| score(b).total_cmp(&score(a)));
+        let cut = score(&list[limit - 1]);
+        list.retain(|c| score(c) >= cut);
     }
 }
 

@@ -17,20 +17,11 @@ use agentsearch_index::{
 const PROJECT: &str = "00000000-0000-4000-8000-000000000002";
 const DIM: usize = 16;
 
-/// A unit vector from a seed (xorshift), so that no two tools tie on a query.
+mod common;
+
+/// A unit vector from a seed, so that no two tools tie on a query.
 fn unit_vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut v: Vec<f32> = (0..DIM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|a| *a /= norm);
-    v
+    common::unit_vector(seed, DIM)
 }
 
 fn tool(
