@@ -498,7 +498,7 @@ fn search_sources<S: ToolSource>(
     } else {
         vec![run(0, sources)]
     };
-    let mut pools: [Vec<(f32, usize, u64)>; 4] = Default::default();
+    let mut pools: [Vec<(f32, (usize, u64))>; 4] = Default::default();
     let mut failures = Vec::new();
     let mut matched = std::collections::BTreeMap::new();
     // The generation each source was searched at, by position in `sources`.
@@ -525,8 +525,8 @@ fn search_sources<S: ToolSource>(
         ms = (dense_done - started).as_secs_f64() * 1e3,
         "indexes searched"
     );
-    let record = |source: usize, id: u64| sources[source].tool(id);
-    let lists = pools.map(|p| best_hits(&record, p, limit));
+    let resolve = |(source, id): (usize, u64)| Some((sources[source].tool(id)?, source));
+    let lists = pools.map(|p| best_hits(p, limit, resolve));
     let generation_of =
         |source: usize| Some((sources[source].integration(), *searched_at.get(source)?));
     let timings = ShardTimings {
@@ -614,7 +614,7 @@ pub(crate) fn parallelism() -> usize {
 /// The candidates of a run of indexes (positions from `offset` in the scope).
 #[derive(Default)]
 struct Part {
-    pools: [Vec<(f32, usize, u64)>; 4],
+    pools: [Vec<(f32, (usize, u64))>; 4],
     failures: Vec<PartFailure>,
     /// The generation each index was searched at, in order.
     generations: Vec<u64>,
@@ -654,35 +654,32 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
 /// Adds one index's eligible and excluded candidates to the pools at `at` and `at + 1`; the
 /// emptied lists go back to `buffers`.
 fn pool(
-    pools: &mut [Vec<(f32, usize, u64)>; 4],
+    pools: &mut [Vec<(f32, (usize, u64))>; 4],
     at: usize,
     index: usize,
     scored: Scored,
     buffers: &mut ScoreBuffers,
 ) {
-    pools[at].extend(scored.eligible.iter().map(|&(s, id)| (s, index, id)));
-    pools[at + 1].extend(scored.excluded.iter().map(|&(s, id)| (s, index, id)));
+    pools[at].extend(scored.eligible.iter().map(|&(s, id)| (s, (index, id))));
+    pools[at + 1].extend(scored.excluded.iter().map(|&(s, id)| (s, (index, id))));
     buffers.recycle(scored.eligible);
     buffers.recycle(scored.excluded);
 }
 
 /// The best `limit` candidates of a pool as named hits in [`hit_order`] (ties broken by name,
-/// including at the cut).
-fn best_hits(
-    record: &impl Fn(usize, u64) -> Option<Arc<ToolRecord>>,
-    mut pool: Vec<(f32, usize, u64)>,
+/// including at the cut), each with its record and source as `resolve` gives them (a candidate
+/// it does not resolve is left out).
+pub(crate) fn best_hits<C, P>(
+    mut pool: Vec<(f32, C)>,
     limit: usize,
-) -> Vec<(Hit, Arc<ToolRecord>, usize)> {
-    if pool.len() > limit && limit > 0 {
-        pool.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
-        let cut = pool[limit - 1].0;
-        // Keep everything tied with the cut so that names decide among them.
-        pool.retain(|c| c.0 >= cut);
-    }
-    let mut hits: Vec<(Hit, Arc<ToolRecord>, usize)> = pool
+    resolve: impl Fn(C) -> Option<(Arc<ToolRecord>, P)>,
+) -> Vec<(Hit, Arc<ToolRecord>, P)> {
+    // Everything tied with the cut stays, so that names decide among them.
+    tool_slice::keep_best(&mut pool, limit, |c| c.0);
+    let mut hits: Vec<(Hit, Arc<ToolRecord>, P)> = pool
         .into_iter()
-        .filter_map(|(score, index, id)| {
-            let record = record(index, id)?;
+        .filter_map(|(score, candidate)| {
+            let (record, source) = resolve(candidate)?;
             Some((
                 Hit {
                     name: record.name.clone(),
@@ -690,7 +687,7 @@ fn best_hits(
                     score,
                 },
                 record,
-                index,
+                source,
             ))
         })
         .collect();

@@ -66,6 +66,21 @@ impl ToolFilter {
             .as_ref()
             .is_none_or(|c| c.contains(&tool.category))
     }
+
+    /// Whether a tool with side effect `effect` is eligible (`Some(true)`), removed by the
+    /// side-effect ceiling (`Some(false)`) or out of the filter's categories (`None`); `record`
+    /// is only read when the filter names categories.
+    #[inline]
+    pub(crate) fn admits<'a>(
+        &self,
+        record: impl FnOnce() -> &'a ToolRecord,
+        effect: SideEffect,
+    ) -> Option<bool> {
+        if self.categories.is_some() && !self.in_scope(record()) {
+            return None;
+        }
+        Some(effect.allowed_under(self.max_side_effect))
+    }
 }
 
 /// One retriever's `(score, vector id)` pairs of one index: eligible, and removed by the

@@ -394,13 +394,10 @@ impl Slice {
     /// Puts a scored row in the eligible or excluded list, or drops it when out of scope.
     #[inline]
     fn classify(&self, row: usize, score: f32, filter: &ToolFilter, out: &mut Scored) {
-        if filter.categories.is_some() && !filter.in_scope(&self.records[row]) {
-            return;
-        }
-        let list = if self.effects[row].allowed_under(filter.max_side_effect) {
-            &mut out.eligible
-        } else {
-            &mut out.excluded
+        let list = match filter.admits(|| &self.records[row], self.effects[row]) {
+            Some(true) => &mut out.eligible,
+            Some(false) => &mut out.excluded,
+            None => return,
         };
         list.push((score, self.ids[row]));
     }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentsearch_common::shard::{
-    Hit, PartFailure, ShardSearchRequest, ShardSearchResponse, ShardTimings, TermStats, hit_order,
+    Hit, PartFailure, ShardSearchRequest, ShardSearchResponse, ShardTimings, TermStats,
 };
 use agentsearch_common::tool::ToolRecord;
 
@@ -393,13 +393,10 @@ impl ToolView {
                 inner_products(query, slice.matrix(), &mut scores);
                 let (records, effects) = (slice.records(), slice.effects());
                 for (local, &score) in scores.iter().enumerate() {
-                    if filter.categories.is_some() && !filter.in_scope(&records[local]) {
-                        continue;
-                    }
-                    let list = if effects[local].allowed_under(filter.max_side_effect) {
-                        &mut eligible
-                    } else {
-                        &mut excluded
+                    let list = match filter.admits(|| &records[local], effects[local]) {
+                        Some(true) => &mut eligible,
+                        Some(false) => &mut excluded,
+                        None => continue,
                     };
                     list.offer(score, part.start + local as u32, limit);
                 }
@@ -449,41 +446,23 @@ impl ToolView {
     fn classify(&self, part: u32, row: u32, score: f32, filter: &ToolFilter, lists: &mut Lists) {
         let part = &self.parts[part as usize];
         let local = (row - part.start) as usize;
-        if filter.categories.is_some() && !filter.in_scope(&part.slice.records()[local]) {
-            return;
-        }
-        let list = if part.slice.effects()[local].allowed_under(filter.max_side_effect) {
-            &mut lists.eligible
-        } else {
-            &mut lists.excluded
+        let (records, effects) = (part.slice.records(), part.slice.effects());
+        let list = match filter.admits(|| &records[local], effects[local]) {
+            Some(true) => &mut lists.eligible,
+            Some(false) => &mut lists.excluded,
+            None => return,
         };
         list.push((score, row));
     }
 
-    /// The best `limit` candidates as named hits in [`hit_order`] (ties broken by name, including
-    /// at the cut), each with its record and part.
-    fn hits(&self, mut list: Vec<(f32, u32)>, limit: usize) -> Vec<(Hit, Arc<ToolRecord>, u32)> {
-        keep_best(&mut list, limit, |c| c.0);
-        let mut hits: Vec<_> = list
-            .into_iter()
-            .map(|(score, row)| {
-                let p = self.row_part[row as usize];
-                let part = &self.parts[p as usize];
-                let record = &part.slice.records()[(row - part.start) as usize];
-                (
-                    Hit {
-                        name: record.name.clone(),
-                        integration: record.integration.clone(),
-                        score,
-                    },
-                    record.clone(),
-                    p,
-                )
-            })
-            .collect();
-        hits.sort_by(|a, b| hit_order(&a.0, &b.0));
-        hits.truncate(limit);
-        hits
+    /// The best `limit` candidates as named hits ([`crate::best_hits`]), each with its record and
+    /// part.
+    fn hits(&self, list: Vec<(f32, u32)>, limit: usize) -> Vec<(Hit, Arc<ToolRecord>, u32)> {
+        crate::best_hits(list, limit, |row| {
+            let p = self.row_part[row as usize];
+            let part = &self.parts[p as usize];
+            Some((part.slice.records()[(row - part.start) as usize].clone(), p))
+        })
     }
 }
 
