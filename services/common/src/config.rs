@@ -573,6 +573,13 @@ pub struct ContextConfig {
     pub text_weight: f32,
     pub k1: f32,
     pub b: f32,
+    /// A sync holding more segments than this has its vectors clustered (`sqrt(n)` lists for the
+    /// `n` segments held when clustered; again once doubled) and the dense retriever reads only
+    /// the `dense_probes` lists nearest each query; up to this, it compares the query with every
+    /// segment.
+    pub dense_approximate_above: u32,
+    /// Lists the dense retriever reads per query of a clustered sync.
+    pub dense_probes: u32,
 }
 
 impl Default for ContextConfig {
@@ -587,6 +594,8 @@ impl Default for ContextConfig {
             text_weight: 1.0,
             k1: 1.2,
             b: 0.75,
+            dense_approximate_above: 50_000,
+            dense_probes: 96,
         }
     }
 }
@@ -1103,6 +1112,18 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&c.b) {
             errors.push(format!("context.b: must be between 0 and 1, got {}", c.b));
+        }
+        if c.dense_approximate_above < 1000 {
+            errors.push(format!(
+                "context.dense_approximate_above: must be at least 1000, got {}",
+                c.dense_approximate_above
+            ));
+        }
+        if !(1..=65_536).contains(&c.dense_probes) {
+            errors.push(format!(
+                "context.dense_probes: must be between 1 and 65536, got {}",
+                c.dense_probes
+            ));
         }
         self.hydration.validate(&mut errors);
         self.http.validate(&mut errors);

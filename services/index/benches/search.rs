@@ -3,15 +3,18 @@
 //! the project's search view and (`_each`) index by index, plus the BM25 statistics pass the router runs before a multi-shard search; and a search of 500 tools
 //! carried inline (indexed in memory for the request); and context search over one sync of 20,000
 //! passages, plain and typed (a folder prefix, a date range), each record readable by a tenth of
-//! the callers.
+//! the callers; and the dense retriever of one sync of 100,000 passages clustered around topics
+//! (as the load driver's context set is), half of them readable by the caller, exact and probed
+//! (with the recall of the probed search against the exact one printed first).
 
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
     ContextSearchRequest, FieldData, FieldValue, IndexedRecord, IndexedSegment, IndexedTool,
     InlineSearchRequest, SegmentUpsertRequest, ShardSearchRequest, SyncScope, TermStatsRequest,
 };
+use agentsearch_common::splitmix::SplitMix64;
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use agentsearch_index::{MAX_INLINE_TOOLS, SegmentIndexes, ToolIndexes};
+use agentsearch_index::{DenseConfig, MAX_INLINE_TOOLS, SegmentIndex, SegmentIndexes, ToolIndexes};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
@@ -315,5 +318,142 @@ fn bench_context(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, bench_inline, bench_context);
+/// 100,000 passages of 20,000 records, each vector a random one of 256 topic centroids plus noise
+/// (normalised), as `agentsearch-load --scenario context` makes them; every other record readable
+/// by the caller; queries in random directions.
+fn bench_context_dense(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SplitMix64(42);
+    let mut gaussian = |sd: f64| -> Vec<f32> {
+        let mut v: Vec<f32> = (0..384)
+            .map(|_| {
+                let (u, w) = (rng.unit().max(1e-300), rng.unit());
+                (sd * (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * w).cos()) as f32
+            })
+            .collect();
+        if sd == 1.0 {
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|a| *a /= norm);
+        }
+        v
+    };
+    let topics: Vec<Vec<f32>> = (0..256).map(|_| gaussian(1.0)).collect();
+    let mut segment = |r: usize| -> Vec<f32> {
+        let topic = &topics[(r * 2_654_435_761) % 256];
+        let noise = gaussian(0.06);
+        let v: Vec<f32> = topic.iter().zip(&noise).map(|(t, e)| t + e).collect();
+        let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.iter().map(|a| a / norm).collect()
+    };
+    {
+        let index = SegmentIndex::open_with(dir.path(), "s", &[], DenseConfig::default()).unwrap();
+        for batch in 0..100 {
+            let records: Vec<IndexedRecord> = (0..200)
+                .map(|i| {
+                    let r = batch * 200 + i;
+                    IndexedRecord {
+                        record_id: format!("doc-{r}"),
+                        display_name: None,
+                        generation: 1,
+                        principals: vec![format!("group:g{}", r % 2)],
+                        segments: (0..5)
+                            .map(|o| IndexedSegment {
+                                ordinal: o as u32,
+                                text: WORDS[(r + o) % WORDS.len()].into(),
+                                vector: segment(r),
+                            })
+                            .collect(),
+                        fields: Vec::new(),
+                    }
+                })
+                .collect();
+            index.upsert(&records).unwrap();
+        }
+        index.flush_vectors().unwrap();
+    }
+    let probed = SegmentIndex::open_with(dir.path(), "s", &[], DenseConfig::default()).unwrap();
+    let exact = SegmentIndex::open_with(
+        dir.path(),
+        "s",
+        &[],
+        DenseConfig {
+            approximate_above: usize::MAX,
+            ..DenseConfig::default()
+        },
+    )
+    .unwrap();
+    let caller = vec!["group:g1".to_string()];
+    let mut rng = SplitMix64(7);
+    let queries: Vec<Vec<f32>> = (0..50)
+        .map(|_| {
+            let v: Vec<f32> = (0..384).map(|_| rng.unit() as f32 - 0.5).collect();
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.iter().map(|a| a / norm).collect()
+        })
+        .collect();
+    let truth: Vec<Vec<u64>> = queries
+        .iter()
+        .map(|query| {
+            let hits = exact.search_dense(query, &caller, 100).unwrap();
+            hits.iter().map(|c| c.vector_id).collect()
+        })
+        .collect();
+    // Recall against the exact search and the mean time per query, by lists probed.
+    for probes in [16, 32, 48, 64, 96, 128] {
+        let index = SegmentIndex::open_with(
+            dir.path(),
+            "s",
+            &[],
+            DenseConfig {
+                probes,
+                ..DenseConfig::default()
+            },
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let found: Vec<Vec<u64>> = queries
+            .iter()
+            .map(|query| {
+                let hits = index.search_dense(query, &caller, 100).unwrap();
+                hits.iter().map(|c| c.vector_id).collect()
+            })
+            .collect();
+        let per_query = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
+        let recall = |at: usize| {
+            let hit: usize = found
+                .iter()
+                .zip(&truth)
+                .map(|(f, t)| f.iter().take(at).filter(|id| t[..at].contains(id)).count())
+                .sum();
+            hit as f64 / (at * queries.len()) as f64
+        };
+        eprintln!(
+            "context_dense_100k: {} lists, {probes} probed: recall@10 {:.3}, recall@100 {:.3}, {per_query:.2} ms per query",
+            index.dense_lists(),
+            recall(10),
+            recall(100),
+        );
+    }
+    let mut next = 0;
+    c.bench_function("context_dense_100k_exact", |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            exact.search_dense(&queries[next], &caller, 100).unwrap()
+        })
+    });
+    c.bench_function("context_dense_100k_probed", |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            probed.search_dense(&queries[next], &caller, 100).unwrap()
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bench_inline,
+    bench_context,
+    bench_context_dense
+);
 criterion_main!(benches);

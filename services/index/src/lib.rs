@@ -14,6 +14,7 @@ pub mod inline_index;
 pub mod lexical;
 pub mod schema;
 pub mod segment_index;
+mod segment_vectors;
 mod structured;
 pub mod tool_index;
 mod tool_slice;
@@ -38,6 +39,7 @@ pub use error::{IndexError, Result};
 pub use inline_index::{InlineIndex, MAX_INLINE_TOOLS};
 pub use lexical::{LexicalQuery, ScoreBuffers};
 pub use segment_index::{Candidate, SegmentIndex, SegmentIndexes};
+pub use segment_vectors::DenseConfig;
 pub use tool_index::{
     IndexAnswer, IntegrationIndex, Scored, Structured, ToolFilter, ToolQuery, ToolSource,
 };

@@ -1,12 +1,14 @@
 //! Context search on one shard: per project and sync, a tantivy index (BM25F over the record's
-//! display name and the segment's text) and a FAISS `IDMap<Flat>` inner-product index over the
-//! segments' embeddings ([`SegmentIndex`]), and [`SegmentIndexes`], which routes writes to them and
-//! searches many of them as one.
+//! display name and the segment's text) and an inner-product index over the segments' embeddings,
+//! exact while small and clustered once large ([`crate::segment_vectors`]), together a
+//! [`SegmentIndex`]; and [`SegmentIndexes`], which routes writes to them and searches many of them
+//! as one.
 //!
 //! Layout and durability are those of a tool index ([`crate::tool_index`]): under
 //! `<root>/context/<project>/<sync>/`, `tantivy/` (every segment with its text, vector and its
 //! record's metadata, the generation in the commit payload) is the durable write, and
-//! `vectors.faiss` + `vectors.json` a snapshot flushed later and rebuilt on open when stale.
+//! `vectors.ivf` + `vectors.json` a snapshot of the vector index flushed later and rebuilt from the
+//! stored vectors on open when stale.
 //!
 //! Memory: segment text stays on disk (read from the tantivy store only for returned segments);
 //! in memory are, per vector id, its record and ordinal, and per record its id, display name,
@@ -31,9 +33,6 @@ use agentsearch_common::shard::{
     SegmentIndexInfo, SegmentUpsertRequest, ShardTimings, TermStats,
 };
 use agentsearch_query::{FieldDef, FieldKind};
-use faiss::index::flat::FlatIndexImpl;
-use faiss::index::id_map::IdMap;
-use faiss::{ConcurrentIndex, Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use tantivy::schema::{
     DateOptions, DateTimePrecision, FAST, Field, FieldType, INDEXED, IndexRecordOption, STORED,
@@ -47,12 +46,12 @@ use crate::analyzer::{self, ANALYZER};
 use crate::check_path_component;
 use crate::error::{IndexError, Result};
 use crate::lexical::{self, LexicalQuery, ScoreBuffers};
+use crate::segment_vectors::{DenseConfig, Vectors};
 use crate::structured::{self, Highlighter, Source, Target};
 use crate::tool_index::Structured;
 use crate::tool_index::{
-    IdMapOf, MERGE_INTO_ONE_BELOW, WRITER_MEMORY, commit, corrupt, decode_vector, encode_vector,
-    finish_rebuild, meta_generation, read_snapshot, remove_vectors, stable_id, swap_rebuilt,
-    write_snapshot,
+    IdMapOf, MERGE_INTO_ONE_BELOW, VectorsMeta, WRITER_MEMORY, commit, corrupt, decode_vector,
+    encode_vector, finish_rebuild, meta_generation, stable_id, swap_rebuilt,
 };
 
 /// Full-text fields of a segment index, as named in [`TermStats`].
@@ -61,8 +60,8 @@ pub const SEGMENT_TEXT_FIELDS: [&str; 2] = ["title", "text"];
 /// Longest record id accepted, in bytes (it is an exact-match term of the index).
 pub const MAX_RECORD_ID_BYTES: usize = 2048;
 
-/// Vectors added to a rebuilt FAISS index at a time (the stored vectors are streamed).
-const REBUILD_BATCH: usize = 4096;
+/// The vector index snapshot of a sync's directory (with `vectors.json`, its generation).
+const VECTORS_FILE: &str = "vectors.ivf";
 
 #[derive(Clone, Debug)]
 struct SegmentFields {
@@ -72,7 +71,7 @@ struct SegmentFields {
     text: Field,
     /// The exact record id: replace and delete by record.
     record: Field,
-    /// The vector id in the FAISS index.
+    /// The segment's vector id ([`segment_id`]).
     id: Field,
     ordinal: Field,
     /// The record's display name as given (absent without one).
@@ -307,8 +306,12 @@ struct State {
     slots: HashMap<Arc<str>, u32>,
     /// Vector id -> (record slot, ordinal).
     segments: IdMapOf<(u32, u32)>,
-    interned: HashSet<Principals>,
-    vectors: Option<IdMap<FlatIndexImpl>>,
+    /// Every principal set in use, with the sum of the generations of the records that use it
+    /// (what [`SegmentIndex::visible_generation`] adds up, per set rather than per record).
+    interned: HashMap<Principals, u64>,
+    /// The interned sets holding each token.
+    by_token: HashMap<Box<str>, Vec<Principals>>,
+    vectors: Option<Vectors>,
     dim: usize,
     generation: u64,
 }
@@ -322,7 +325,8 @@ impl State {
             free: Vec::new(),
             slots: HashMap::new(),
             segments: IdMapOf::default(),
-            interned: HashSet::new(),
+            interned: HashMap::new(),
+            by_token: HashMap::new(),
             vectors: None,
             dim: 0,
             generation,
@@ -334,17 +338,62 @@ impl State {
         tokens.sort_unstable();
         tokens.dedup();
         let tokens: Box<[Box<str>]> = tokens.into_iter().map(Box::from).collect();
-        if let Some(shared) = self.interned.get(&*tokens) {
+        if let Some((shared, _)) = self.interned.get_key_value(&*tokens) {
             return shared.clone();
         }
         let shared: Principals = Arc::from(tokens);
-        self.interned.insert(shared.clone());
+        self.interned.insert(shared.clone(), 0);
+        for token in shared.iter() {
+            self.by_token
+                .entry(token.clone())
+                .or_default()
+                .push(shared.clone());
+        }
         shared
     }
 
     /// Drops interned principal sets no record uses any more.
     fn prune_interned(&mut self) {
-        self.interned.retain(|p| Arc::strong_count(p) > 1);
+        // Held by the two maps alone (once in `interned`, once per token in `by_token`).
+        let unused = |p: &Principals| Arc::strong_count(p) == 1 + p.len();
+        let gone: Vec<Principals> = self
+            .interned
+            .keys()
+            .filter(|p| unused(p))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let address = |p: &Principals| Arc::as_ptr(p) as *const Box<str> as usize;
+        let gone_at: HashSet<usize> = gone.iter().map(address).collect();
+        let tokens: HashSet<&str> = gone.iter().flat_map(|p| p.iter().map(|t| &**t)).collect();
+        // One pass per token concerned, however many of its sets go.
+        for token in tokens {
+            if let Some(sets) = self.by_token.get_mut(token) {
+                sets.retain(|s| !gone_at.contains(&address(s)));
+                if sets.is_empty() {
+                    self.by_token.remove(token);
+                }
+            }
+        }
+        for set in &gone {
+            self.interned.remove(set);
+        }
+    }
+
+    /// Sum of the generations of the records whose principal sets share a token with `caller`.
+    fn visible_generation(&self, caller: &[String]) -> u64 {
+        let mut seen: HashSet<usize, foldhash::fast::RandomState> = HashSet::default();
+        let mut total = 0u64;
+        for token in caller {
+            for set in self.by_token.get(token.as_str()).into_iter().flatten() {
+                if seen.insert(Arc::as_ptr(set) as *const Box<str> as usize) {
+                    total = total.wrapping_add(self.interned.get(set).copied().unwrap_or(0));
+                }
+            }
+        }
+        total
     }
 
     fn record(&self, record_id: &str) -> Option<&Record> {
@@ -370,6 +419,9 @@ impl State {
             self.segments.insert(id, (slot, ordinal as u32));
         }
         self.slots.insert(record.id.clone(), slot);
+        if let Some(sum) = self.interned.get_mut(&record.principals) {
+            *sum = sum.wrapping_add(record.generation);
+        }
         self.records[slot as usize] = Some(record);
     }
 
@@ -379,6 +431,9 @@ impl State {
         self.free.push(slot);
         for id in record.vector_ids.iter() {
             self.segments.remove(id);
+        }
+        if let Some(sum) = self.interned.get_mut(&record.principals) {
+            *sum = sum.wrapping_sub(record.generation);
         }
         Some(record)
     }
@@ -392,15 +447,16 @@ impl State {
 /// Lives no longer than the state lock it was used under: the cache is keyed by the address of
 /// interned sets.
 struct Visibility<'a> {
-    caller: HashSet<&'a str>,
-    decided: HashMap<usize, bool>,
+    /// (Hashed with foldhash, not SipHash: every candidate row of every search asks.)
+    caller: HashSet<&'a str, foldhash::fast::RandomState>,
+    decided: HashMap<usize, bool, foldhash::fast::RandomState>,
 }
 
 impl<'a> Visibility<'a> {
     fn new(principals: &'a [String]) -> Self {
         Visibility {
             caller: principals.iter().map(String::as_str).collect(),
-            decided: HashMap::new(),
+            decided: HashMap::default(),
         }
     }
 
@@ -599,6 +655,7 @@ pub struct SegmentIndex {
     fields: SegmentFields,
     state: RwLock<State>,
     write_lock: Mutex<()>,
+    dense: DenseConfig,
 }
 
 impl SegmentIndex {
@@ -607,7 +664,22 @@ impl SegmentIndex {
     /// has; an index without one of them, or written before term positions and record fields
     /// were indexed, is rebuilt from its stored documents first.
     pub fn open(dir: &Path, sync_id: &str, declared: &[(String, FieldKind)]) -> Result<Self> {
+        Self::open_with(dir, sync_id, declared, DenseConfig::default())
+    }
+
+    /// [`SegmentIndex::open`] with the dense retriever searched as `dense` says.
+    pub fn open_with(
+        dir: &Path,
+        sync_id: &str,
+        declared: &[(String, FieldKind)],
+        dense: DenseConfig,
+    ) -> Result<Self> {
         finish_rebuild(dir)?;
+        // Written by versions that kept the vectors in FAISS: rebuilt from the stored vectors.
+        let obsolete = dir.join("vectors.faiss");
+        if obsolete.exists() {
+            fs::remove_file(&obsolete)?;
+        }
         let open = |declared: &[(String, FieldKind)]| {
             crate::tool_index::open_tantivy(dir, build_schema(declared))
         };
@@ -653,7 +725,14 @@ impl SegmentIndex {
             fields,
             state: RwLock::new(state),
             write_lock: Mutex::new(()),
+            dense,
         };
+        {
+            let _write = this.write_lock.lock();
+            if let Err(err) = this.cluster_if_due() {
+                tracing::error!(sync = %sync_id, error = %err, "clustering the vector index failed; its lists are searched as they are");
+            }
+        }
         this.flush_vectors()?;
         Ok(this)
     }
@@ -680,6 +759,16 @@ impl SegmentIndex {
         self.state.read().generation
     }
 
+    /// Lists of the vector index: 1 until it is clustered ([`crate::segment_vectors`]), 0 while it
+    /// holds no vector.
+    pub fn dense_lists(&self) -> usize {
+        self.state
+            .read()
+            .vectors
+            .as_ref()
+            .map_or(0, Vectors::list_count)
+    }
+
     pub fn info(&self) -> SegmentIndexInfo {
         let state = self.state.read();
         SegmentIndexInfo {
@@ -692,15 +781,7 @@ impl SegmentIndex {
     /// Sum of the generations of the records `principals` may read: what a caller may know of
     /// the index's version, without learning of writes to records it cannot read.
     pub fn visible_generation(&self, principals: &[String]) -> u64 {
-        let state = self.state.read();
-        let mut visibility = Visibility::new(principals);
-        state
-            .records
-            .iter()
-            .flatten()
-            .filter(|r| visibility.sees(r))
-            .map(|r| r.generation)
-            .sum()
+        self.state.read().visible_generation(principals)
     }
 
     /// Makes a durable commit visible: the new searcher and the in-memory state are published
@@ -818,12 +899,29 @@ impl SegmentIndex {
                 written += 1;
             }
         }
-        // The first vectors of this index decide its dimension; create the FAISS index before the
-        // commit so that nothing can fail for lack of it afterwards.
-        let fresh_vectors = if self.state.read().vectors.is_none() && written > 0 {
-            Some(IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?)
-        } else {
-            None
+        // The new vectors and the list each joins, decided before the commit (nothing can fail
+        // for want of them afterwards) and outside the state lock (searches go on meanwhile; the
+        // lists cannot change, this call holds the write lock). The first vectors of the index
+        // decide its dimension.
+        let mut labels: Vec<u64> = Vec::new();
+        let mut flat: Vec<f32> = Vec::new();
+        for (i, segments) in &batch {
+            for (id, j) in segments {
+                labels.push(*id);
+                flat.extend_from_slice(&records[*i].segments[*j].vector);
+            }
+        }
+        let (fresh_vectors, lists) = {
+            let state = self.state.read();
+            match &state.vectors {
+                Some(vectors) => (None, vectors.assign(&flat)?),
+                None if written > 0 => {
+                    let vectors = Vectors::new(dim);
+                    let lists = vectors.assign(&flat)?;
+                    (Some(vectors), lists)
+                }
+                None => (None, Vec::new()),
+            }
         };
         commit(&self.index, writer, generation)?;
         let fields = &self.fields;
@@ -833,8 +931,6 @@ impl SegmentIndex {
                 state.vectors = Some(v);
             }
             let mut removed: Vec<u64> = Vec::new();
-            let mut labels: Vec<Idx> = Vec::new();
-            let mut flat: Vec<f32> = Vec::new();
             for (i, segments) in &batch {
                 let record = &records[*i];
                 if let Some(old) = state.remove(&record.record_id) {
@@ -842,10 +938,6 @@ impl SegmentIndex {
                 }
                 if segments.is_empty() {
                     continue;
-                }
-                for (id, j) in segments {
-                    labels.push(Idx::new(*id));
-                    flat.extend_from_slice(&record.segments[*j].vector);
                 }
                 let principals = state.intern(&record.principals);
                 state.insert(Record {
@@ -865,17 +957,17 @@ impl SegmentIndex {
             }
             state.prune_interned();
             if let Some(vectors) = state.vectors.as_mut() {
-                if !removed.is_empty() {
-                    remove_vectors(vectors, &removed)?;
-                }
-                if !labels.is_empty() {
-                    vectors.add_with_ids(&flat, &labels)?;
-                }
+                vectors.remove(&removed);
+                vectors.add(&labels, &flat, &lists);
             } else if !labels.is_empty() {
                 return Err(IndexError::Corrupt("no vector index".into()));
             }
             Ok(())
         })?;
+        // Acknowledged either way: the write is committed and searchable.
+        if let Err(err) = self.cluster_if_due() {
+            tracing::error!(sync = %self.sync_id, error = %err, "clustering the vector index or writing its snapshot failed; the write is kept and searchable");
+        }
         Ok((written, generation))
     }
 
@@ -912,7 +1004,7 @@ impl SegmentIndex {
             }
             state.prune_interned();
             if let Some(vectors) = state.vectors.as_mut() {
-                remove_vectors(vectors, &removed)?;
+                vectors.remove(&removed);
             }
             Ok(())
         })?;
@@ -1069,9 +1161,9 @@ impl SegmentIndex {
         })
     }
 
-    /// Exact inner-product nearest neighbours of `query` among the segments visible to
-    /// `principals`: FAISS is asked for more neighbours (up to all) until the best `limit` visible
-    /// ones, ties included, are certainly among those returned.
+    /// Inner-product nearest neighbours of `query` among the segments visible to `principals`:
+    /// exactly the best `limit` while the sync is small, over the lists nearest the query once it
+    /// is clustered ([`Vectors::search`]); visibility is checked while the vectors are read.
     pub fn search_dense(
         &self,
         query: &[f32],
@@ -1097,74 +1189,35 @@ impl SegmentIndex {
         let Some(vectors) = &state.vectors else {
             return Ok(Vec::new());
         };
-        if query.len() != state.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    state.dim
-                ),
-            ));
-        }
-        let mut visibility = Visibility::new(principals);
-        let total = vectors.ntotal() as usize;
-        let visible: usize = match allowed {
-            None => state
-                .records
-                .iter()
-                .flatten()
-                .filter(|r| visibility.sees(r))
-                .map(|r| r.vector_ids.len())
-                .sum(),
-            Some(allowed) => allowed
-                .keys()
-                .filter(|id| state.segment(**id).is_some_and(|(r, _)| visibility.sees(r)))
-                .count(),
-        };
-        if visible == 0 || total == 0 {
+        if !principals
+            .iter()
+            .any(|t| state.by_token.contains_key(t.as_str()))
+        {
+            // Nothing here is readable by the caller: no scan.
             return Ok(Vec::new());
         }
-        // Enough neighbours to hold `limit` visible ones if visibility were spread evenly.
-        let mut k = limit
-            .saturating_mul(total.div_ceil(visible))
-            .clamp(1, total);
-        loop {
-            let result = vectors.search(query, k)?;
-            let mut found = Vec::new();
-            let mut returned = 0;
-            let mut worst = f32::INFINITY;
-            for (label, score) in result.labels.iter().zip(result.distances) {
-                let Some(id) = label.get() else {
-                    continue;
-                };
-                returned += 1;
-                worst = worst.min(score);
-                let Some((record, ordinal)) = state.segment(id) else {
-                    continue;
-                };
-                if allowed.is_none_or(|a| a.contains_key(&id)) && visibility.sees(record) {
-                    found.push(Candidate {
-                        score,
-                        vector_id: id,
-                        record_id: record.id.clone(),
-                        ordinal,
-                    });
-                }
-            }
-            // Everything not returned scores at most `worst`: the best `limit` visible ones are
-            // known once the `limit`-th found scores above it (ties with it might be missing).
-            let exhausted = k >= total || returned < k;
-            let certain = found.len() >= limit && {
-                let mut scores: Vec<f32> = found.iter().map(|c| c.score).collect();
-                scores.select_nth_unstable_by(limit - 1, |a, b| (*b + 0.0).total_cmp(&(*a + 0.0)));
-                scores[limit - 1] > worst
-            };
-            if exhausted || certain {
-                return Ok(best(found, limit));
-            }
-            k = k.saturating_mul(2).min(total);
-        }
+        let mut visibility = Visibility::new(principals);
+        // Asked only of rows that would enter the best so far: the filter is exact (nothing
+        // invisible is ranked or displaces a visible segment) and costs a few lookups per query.
+        let admitted = vectors.search(query, limit, &self.dense, |id| {
+            allowed.is_none_or(|a| a.contains_key(&id))
+                && state
+                    .segment(id)
+                    .is_some_and(|(record, _)| visibility.sees(record))
+        })?;
+        let found = admitted
+            .into_iter()
+            .filter_map(|(score, id)| {
+                let (record, ordinal) = state.segment(id)?;
+                Some(Candidate {
+                    score,
+                    vector_id: id,
+                    record_id: record.id.clone(),
+                    ordinal,
+                })
+            })
+            .collect();
+        Ok(best(found, limit))
     }
 
     /// The text and record of segments named by search: each `(vector id, record id, ordinal)` is
@@ -1386,8 +1439,72 @@ impl SegmentIndex {
         if meta_generation(&self.dir) == Some(state.generation) {
             return Ok(false);
         }
-        write_snapshot(&self.dir, vectors, state.generation, state.dim)?;
+        write_vectors(&self.dir, vectors, state.generation)?;
         Ok(true)
+    }
+
+    /// Clusters the vector index (again) if it has grown enough ([`Vectors::needs_training`]),
+    /// and writes its snapshot. The clustered index is built beside the current one, which serves
+    /// searches meanwhile, then swapped in. The caller holds the write lock.
+    fn cluster_if_due(&self) -> Result<()> {
+        let clustered = {
+            let state = self.state.read();
+            match &state.vectors {
+                Some(vectors) if vectors.needs_training(&self.dense) => {
+                    let started = Instant::now();
+                    let clustered = vectors.clustered()?;
+                    tracing::info!(
+                        sync = %self.sync_id,
+                        vectors = clustered.len(),
+                        lists = clustered.list_count(),
+                        ms = started.elapsed().as_millis() as u64,
+                        "vector index clustered"
+                    );
+                    clustered
+                }
+                _ => return Ok(()),
+            }
+        };
+        let mut state = self.state.write();
+        state.vectors = Some(clustered);
+        let state = parking_lot::RwLockWriteGuard::downgrade(state);
+        if let Some(vectors) = &state.vectors {
+            write_vectors(&self.dir, vectors, state.generation)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the vector index snapshot of `generation` to `dir` ([`VECTORS_FILE`], then
+/// `vectors.json`), each file replaced atomically.
+fn write_vectors(dir: &Path, vectors: &Vectors, generation: u64) -> Result<()> {
+    vectors.write(&dir.join(VECTORS_FILE), generation)?;
+    let meta = serde_json::to_vec(&VectorsMeta {
+        generation,
+        dim: vectors.dim(),
+    })
+    .map_err(|e| IndexError::Corrupt(e.to_string()))?;
+    crate::segment_vectors::replace_file(&dir.join("vectors.json"), |out| {
+        std::io::Write::write_all(out, &meta).map_err(IndexError::from)
+    })
+}
+
+/// The vector index snapshot in `dir`, if it was written at `generation` (an unreadable one is
+/// logged and rebuilt by the caller).
+fn read_vectors(dir: &Path, generation: u64) -> Option<Vectors> {
+    if meta_generation(dir) != Some(generation) {
+        return None;
+    }
+    let path = dir.join(VECTORS_FILE);
+    match Vectors::read(&path) {
+        // The generation is in the snapshot itself too: a crash between the two files' renames
+        // cannot pair a new `vectors.json` with old vectors.
+        Ok((vectors, written_at)) if written_at == generation => Some(vectors),
+        Ok(_) => None,
+        Err(err) => {
+            tracing::warn!(path = %path.display(), error = %err, "vector snapshot unreadable; rebuilding it");
+            None
+        }
     }
 }
 
@@ -1450,7 +1567,7 @@ pub fn segment_id(record_id: &str, ordinal: u32) -> u64 {
 
 /// Reads the record metadata of every stored segment of the committed index. The vector index
 /// comes from the snapshot in `dir` when it matches the generation and the segments, otherwise it
-/// is rebuilt from the stored vectors (read again, in batches, only then).
+/// is rebuilt from the stored vectors (read again, only then).
 fn load_state(
     searcher: Searcher,
     fields: &SegmentFields,
@@ -1538,25 +1655,19 @@ fn load_state(
             numbers: record.numbers,
         });
     }
-    let snapshot = match dir {
-        Some(dir) => read_snapshot(dir, generation)?,
-        None => None,
-    };
+    let snapshot = dir.and_then(|dir| read_vectors(dir, generation));
     match snapshot {
-        Some((loaded, dim))
-            if loaded.ntotal() as usize == state.segment_count()
-                && loaded
-                    .id_map()
-                    .iter()
-                    .all(|id| id.get().is_some_and(|id| state.segments.contains_key(&id))) =>
+        Some(loaded)
+            if loaded.len() == state.segment_count()
+                && loaded.ids().all(|id| state.segments.contains_key(&id)) =>
         {
+            state.dim = loaded.dim();
             state.vectors = Some(loaded);
-            state.dim = dim;
         }
         _ => {
-            let (vectors, dim) = rebuild(&state.searcher, fields)?;
+            let vectors = rebuild(&state.searcher, fields)?;
+            state.dim = vectors.as_ref().map_or(0, Vectors::dim);
             state.vectors = vectors;
-            state.dim = dim;
         }
     }
     Ok(state)
@@ -1603,28 +1714,11 @@ fn rebuild_into(dir: &Path, index: &Index, schema: &Schema, generation: u64) -> 
     Ok(written)
 }
 
-/// A FAISS index of every live stored vector, added in batches.
-fn rebuild(
-    searcher: &Searcher,
-    fields: &SegmentFields,
-) -> Result<(Option<IdMap<FlatIndexImpl>>, usize)> {
-    let mut index: Option<IdMap<FlatIndexImpl>> = None;
+/// A vector index of every live stored vector (one list; clustered afterwards if due).
+fn rebuild(searcher: &Searcher, fields: &SegmentFields) -> Result<Option<Vectors>> {
     let mut dim = 0;
-    let mut labels: Vec<Idx> = Vec::new();
+    let mut labels: Vec<u64> = Vec::new();
     let mut flat: Vec<f32> = Vec::new();
-    let flush = |index: &mut Option<IdMap<FlatIndexImpl>>,
-                 labels: &mut Vec<Idx>,
-                 flat: &mut Vec<f32>|
-     -> Result<()> {
-        if let Some(index) = index.as_mut()
-            && !labels.is_empty()
-        {
-            index.add_with_ids(flat, labels)?;
-        }
-        labels.clear();
-        flat.clear();
-        Ok(())
-    };
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
         for doc_id in segment.doc_ids_alive() {
             let doc: TantivyDocument = searcher.doc(DocAddress::new(segment_ord as u32, doc_id))?;
@@ -1637,24 +1731,22 @@ fn rebuild(
                     .and_then(|v| v.as_bytes())
                     .ok_or_else(|| corrupt("vector"))?,
             );
-            if index.is_none() {
+            if labels.is_empty() {
                 dim = vector.len();
-                index = Some(IdMap::new(FlatIndexImpl::new_ip(dim as u32)?)?);
             }
-            if vector.len() != dim {
+            if vector.len() != dim || dim == 0 {
                 return Err(IndexError::Corrupt(
                     "stored vectors of different dimensions".into(),
                 ));
             }
-            labels.push(Idx::new(id));
+            labels.push(id);
             flat.extend_from_slice(&vector);
-            if labels.len() >= REBUILD_BATCH {
-                flush(&mut index, &mut labels, &mut flat)?;
-            }
         }
     }
-    flush(&mut index, &mut labels, &mut flat)?;
-    Ok((index, dim))
+    if labels.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Vectors::from_rows(dim, labels, flat)?))
 }
 
 fn id_columns(searcher: &Searcher) -> Result<Vec<tantivy::columnar::Column<u64>>> {
@@ -1706,7 +1798,12 @@ impl SegmentIndexes {
                     continue;
                 }
                 let sync_id = sync.file_name().to_string_lossy().to_string();
-                let index = SegmentIndex::open(&sync.path(), &sync_id, &[])?;
+                let index = SegmentIndex::open_with(
+                    &sync.path(),
+                    &sync_id,
+                    &[],
+                    DenseConfig::from(&config),
+                )?;
                 indexes.insert((project_id.clone(), sync_id), Arc::new(index));
             }
         }
@@ -1757,7 +1854,12 @@ impl SegmentIndexes {
             return Ok(index.clone());
         }
         let dir = self.root.join("context").join(project).join(sync);
-        let index = Arc::new(SegmentIndex::open(&dir, sync, declared)?);
+        let index = Arc::new(SegmentIndex::open_with(
+            &dir,
+            sync,
+            declared,
+            DenseConfig::from(&self.config),
+        )?);
         indexes.insert(key, index.clone());
         Ok(index)
     }

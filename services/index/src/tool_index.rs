@@ -20,10 +20,6 @@ use std::time::Instant;
 
 use agentsearch_common::shard::{IndexedTool, TermStats};
 use agentsearch_common::tool::{SideEffect, ToolRecord};
-use faiss::index::flat::FlatIndexImpl;
-use faiss::index::id_map::IdMap;
-use faiss::selector::IdSelector;
-use faiss::{Idx, Index as _};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tantivy::schema::Value;
@@ -809,27 +805,6 @@ pub(crate) fn tool_document(
     Ok(document)
 }
 
-/// Writes the FAISS snapshot of `generation` to `dir` (`vectors.faiss`, then `vectors.json`), each
-/// file replaced atomically.
-pub(crate) fn write_snapshot(
-    dir: &Path,
-    vectors: &IdMap<FlatIndexImpl>,
-    generation: u64,
-    dim: usize,
-) -> Result<()> {
-    let tmp = dir.join("vectors.faiss.tmp");
-    faiss::write_index(vectors, path_str(&tmp)?)?;
-    fs::File::open(&tmp)?.sync_all()?;
-    fs::rename(&tmp, dir.join("vectors.faiss"))?;
-    let meta = serde_json::to_vec(&VectorsMeta { generation, dim })
-        .map_err(|e| IndexError::Corrupt(e.to_string()))?;
-    let tmp = dir.join("vectors.json.tmp");
-    fs::write(&tmp, meta)?;
-    fs::File::open(&tmp)?.sync_all()?;
-    fs::rename(&tmp, dir.join("vectors.json"))?;
-    Ok(())
-}
-
 /// Commits with the generation as payload, then merges the index into one segment while it is
 /// small (a per-integration index usually is): a query then pays its per-segment costs once.
 pub(crate) fn commit(
@@ -986,43 +961,11 @@ fn load_state(searcher: Searcher, fields: &Fields, generation: u64) -> Result<St
     State::read(&searcher, fields, tools, ids, &vectors, generation)
 }
 
-/// The FAISS snapshot in `dir`, if it was written at `generation`.
-pub(crate) fn read_snapshot(
-    dir: &Path,
-    generation: u64,
-) -> Result<Option<(IdMap<FlatIndexImpl>, usize)>> {
-    let meta: Option<VectorsMeta> = fs::read(dir.join("vectors.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    let faiss_path = dir.join("vectors.faiss");
-    match meta {
-        Some(meta) if meta.generation == generation && faiss_path.exists() => {
-            let loaded = faiss::read_index(path_str(&faiss_path)?)?
-                .into_id_map()?
-                .try_cast_inner_index::<FlatIndexImpl>()?;
-            Ok(Some((loaded, meta.dim)))
-        }
-        _ => Ok(None),
-    }
-}
-
-pub(crate) fn remove_vectors(vectors: &mut IdMap<FlatIndexImpl>, ids: &[u64]) -> Result<()> {
-    let labels: Vec<Idx> = ids.iter().map(|&id| Idx::new(id)).collect();
-    let selector = IdSelector::batch(&labels)?;
-    vectors.remove_ids(&selector)?;
-    Ok(())
-}
-
 pub(crate) fn meta_generation(dir: &Path) -> Option<u64> {
     fs::read(dir.join("vectors.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<VectorsMeta>(&b).ok())
         .map(|m| m.generation)
-}
-
-pub(crate) fn path_str(path: &Path) -> Result<&str> {
-    path.to_str()
-        .ok_or_else(|| IndexError::Corrupt(format!("non-UTF-8 path {}", path.display())))
 }
 
 pub(crate) fn corrupt(what: &str) -> IndexError {

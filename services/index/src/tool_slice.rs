@@ -373,17 +373,7 @@ impl Slice {
 
     /// A query vector of another dimension than the index's is refused.
     pub(crate) fn check_dim(&self, query: &[f32]) -> Result<()> {
-        if query.len() != self.dim {
-            return Err(IndexError::invalid(
-                "vector",
-                format!(
-                    "query vector has {} dimensions, the index holds {}-d vectors",
-                    query.len(),
-                    self.dim
-                ),
-            ));
-        }
-        Ok(())
+        check_query_dim(query, self.dim)
     }
 
     /// The ids of this generation's documents.
@@ -468,6 +458,20 @@ fn finish(out: &mut Scored, limit: usize) {
     }
 }
 
+/// Refuses a query vector of another dimension than an index's `dim`.
+pub(crate) fn check_query_dim(query: &[f32], dim: usize) -> Result<()> {
+    if query.len() != dim {
+        return Err(IndexError::invalid(
+            "vector",
+            format!(
+                "query vector has {} dimensions, the index holds {dim}-d vectors",
+                query.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Keeps the best `limit` candidates of `list` by `score` and every one tied with the last of
 /// them (`>=` on floats, so `-0.0` ties with `0.0`), in no particular order.
 pub(crate) fn keep_best<T>(list: &mut Vec<T>, limit: usize, score: impl Fn(&T) -> f32) {
@@ -477,6 +481,64 @@ pub(crate) fn keep_best<T>(list: &mut Vec<T>, limit: usize, score: impl Fn(&T) -
         list.select_nth_unstable_by(limit - 1, |a, b| score(b).total_cmp(&score(a)));
         let cut = score(&list[limit - 1]);
         list.retain(|c| score(c) >= cut);
+    }
+}
+
+/// Candidates of one list while rows are scored: once they are many, only the best `limit` (and
+/// their ties) are kept, and rows scoring below the last of them are not kept at all (the cut only
+/// rises, so none of them could make the final list).
+pub(crate) struct Bounded<T> {
+    items: Vec<(f32, T)>,
+    floor: f32,
+    /// Candidates held when the next compaction is due.
+    compact_at: usize,
+}
+
+impl<T> Default for Bounded<T> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            floor: f32::NEG_INFINITY,
+            compact_at: 0,
+        }
+    }
+}
+
+impl<T> Bounded<T> {
+    /// Whether a row scoring `score` would be kept (checked before a costly admission test).
+    #[inline]
+    pub(crate) fn takes(&self, score: f32) -> bool {
+        score >= self.floor
+    }
+
+    #[inline]
+    pub(crate) fn offer(&mut self, score: f32, item: T, limit: usize) {
+        if score < self.floor {
+            return;
+        }
+        self.items.push((score, item));
+        if self.items.len() >= self.compact_at.max(4 * limit.max(16)) {
+            keep_best(&mut self.items, limit, |c| c.0);
+            let floor = self.items.iter().map(|c| c.0).fold(f32::INFINITY, f32::min);
+            // (Only a query vector that is not finite gives no finite floor.)
+            self.floor = if floor.is_finite() {
+                floor
+            } else {
+                f32::NEG_INFINITY
+            };
+            // Ties can keep many: compact again only once as many more have come.
+            self.compact_at = 2 * self.items.len();
+        }
+    }
+
+    /// Candidates held (at least `limit` once `limit` have been offered).
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The candidates kept: at least the best `limit` offered (with ties), in no order.
+    pub(crate) fn into_items(self) -> Vec<(f32, T)> {
+        self.items
     }
 }
 

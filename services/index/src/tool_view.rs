@@ -25,7 +25,7 @@ use agentsearch_common::tool::ToolRecord;
 
 use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::tool_index::{IntegrationIndex, ToolFilter};
-use crate::tool_slice::{Posting, Slice, TermCounts, inner_products, keep_best};
+use crate::tool_slice::{Bounded, Posting, Slice, TermCounts, inner_products, keep_best};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -402,8 +402,8 @@ impl ToolView {
                 }
             }
             let mut lists = Lists {
-                eligible: eligible.items,
-                excluded: excluded.items,
+                eligible: eligible.into_items(),
+                excluded: excluded.into_items(),
             };
             lists.keep_best(limit);
             (lists, failures)
@@ -463,48 +463,6 @@ impl ToolView {
             let part = &self.parts[p as usize];
             Some((part.slice.records()[(row - part.start) as usize].clone(), p))
         })
-    }
-}
-
-/// Candidates of one list while rows are scored: once they are many, only the best `limit` (and
-/// their ties) are kept, and rows scoring below the last of them are not kept at all (the cut only
-/// rises, so none of them could make the final list).
-struct Bounded {
-    items: Vec<(f32, u32)>,
-    floor: f32,
-    /// Candidates held when the next compaction is due.
-    compact_at: usize,
-}
-
-impl Default for Bounded {
-    fn default() -> Self {
-        Self {
-            items: Vec::new(),
-            floor: f32::NEG_INFINITY,
-            compact_at: 0,
-        }
-    }
-}
-
-impl Bounded {
-    #[inline]
-    fn offer(&mut self, score: f32, row: u32, limit: usize) {
-        if score < self.floor {
-            return;
-        }
-        self.items.push((score, row));
-        if self.items.len() >= self.compact_at.max(4 * limit.max(16)) {
-            keep_best(&mut self.items, limit, |c| c.0);
-            let floor = self.items.iter().map(|c| c.0).fold(f32::INFINITY, f32::min);
-            // (Only a query vector that is not finite gives no finite floor.)
-            self.floor = if floor.is_finite() {
-                floor
-            } else {
-                f32::NEG_INFINITY
-            };
-            // Ties can keep many: compact again only once as many more have come.
-            self.compact_at = 2 * self.items.len();
-        }
     }
 }
 

@@ -291,7 +291,7 @@ fn stale_vector_snapshot_is_rebuilt_on_open() {
         );
     }
     let index_dir = dir.path().join("context").join(PROJECT).join("sync-1");
-    let stale_faiss = std::fs::read(index_dir.join("vectors.faiss")).unwrap();
+    let stale_vectors = std::fs::read(index_dir.join("vectors.ivf")).unwrap();
     let stale_meta = std::fs::read(index_dir.join("vectors.json")).unwrap();
     {
         let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
@@ -305,20 +305,24 @@ fn stale_vector_snapshot_is_rebuilt_on_open() {
             ],
         );
     }
-    // A crash after the lexical commit and before the vector snapshot was replaced.
-    std::fs::write(index_dir.join("vectors.faiss"), stale_faiss).unwrap();
-    std::fs::write(index_dir.join("vectors.json"), stale_meta).unwrap();
-    let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
-    let response = search(
-        &indexes,
-        &[("sync-1", &["anyone"])],
-        "",
-        Some(seg_vector("doc-bb", 0)),
-        10,
-    );
-    assert_eq!(keys(&response.dense), [k("doc-bb", 0), k("doc-a", 0)]);
-    assert_eq!(response.dense[0].score, 1.0);
-    assert_eq!(indexes.counts(), (1, 2));
+    let fresh_meta = std::fs::read(index_dir.join("vectors.json")).unwrap();
+    // A crash after the lexical commit and before the vector snapshot was replaced; then one
+    // where only the vectors' file was not replaced (its own generation gives it away).
+    for meta in [stale_meta, fresh_meta] {
+        std::fs::write(index_dir.join("vectors.ivf"), &stale_vectors).unwrap();
+        std::fs::write(index_dir.join("vectors.json"), meta).unwrap();
+        let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
+        let response = search(
+            &indexes,
+            &[("sync-1", &["anyone"])],
+            "",
+            Some(seg_vector("doc-bb", 0)),
+            10,
+        );
+        assert_eq!(keys(&response.dense), [k("doc-bb", 0), k("doc-a", 0)]);
+        assert_eq!(response.dense[0].score, 1.0);
+        assert_eq!(indexes.counts(), (1, 2));
+    }
 }
 
 fn invalid_field(err: IndexError) -> String {
@@ -593,10 +597,22 @@ proptest! {
             ),
             1..5,
         ),
+        probes in prop_oneof![Just(None), Just(Some(1u32)), Just(Some(65_536u32))],
     ) {
-        let config = ContextConfig::default();
+        // With `probes`, an index of more than 4 segments is clustered as it is written: read
+        // whole (more probes than lists) it still answers exactly; probing one list, it answers
+        // only with visible segments.
+        let config = match probes {
+            None => ContextConfig::default(),
+            Some(probes) => ContextConfig {
+                dense_approximate_above: 4,
+                dense_probes: probes,
+                ..ContextConfig::default()
+            },
+        };
+        let exact_dense = probes != Some(1);
         let dir = tempfile::tempdir().unwrap();
-        let indexes = SegmentIndexes::open(dir.path(), config).unwrap();
+        let indexes = SegmentIndexes::open(dir.path(), config.clone()).unwrap();
         // The model: (sync, record id) -> record; later writes replace earlier ones.
         let mut model: BTreeMap<(String, String), IndexedRecord> = BTreeMap::new();
         for (round, batch) in [&first, &second].into_iter().enumerate() {
@@ -744,7 +760,13 @@ proptest! {
             prop_assert_eq!(response.records.len(), record_keys.len());
 
             // (b) both lists equal the brute-force ranking; (c) the matched count too.
-            for (got, expected) in [(&response.lexical, &lexical), (&response.dense, &dense)] {
+            let mut compared = vec![(&response.lexical, &lexical)];
+            if exact_dense {
+                compared.push((&response.dense, &dense));
+            } else {
+                prop_assert!(response.dense.len() <= dense.len());
+            }
+            for (got, expected) in compared {
                 let got_keys: Vec<String> = got.iter().map(|h| h.key()).collect();
                 let expected_keys: Vec<String> = expected.iter().map(|h| h.key()).collect();
                 prop_assert_eq!(got_keys, expected_keys, "query `{}`: {:?} vs {:?}", query, got, expected);
@@ -753,6 +775,90 @@ proptest! {
                 }
             }
             prop_assert_eq!(response.lexical_matched, matched);
+            // (d) the generation the caller may know of: its readable records' only.
+            let readable_generations: u64 = model
+                .iter()
+                .filter(|((sync, _), record)| visible(sync, record))
+                .map(|(_, record)| record.generation)
+                .sum();
+            prop_assert_eq!(response.visible_generation, readable_generations);
         }
     }
+}
+
+/// A sync past `dense_approximate_above` is clustered when written, its clustered vector index is
+/// read back from the snapshot on open, and rebuilt and clustered again from the stored vectors
+/// when the snapshot is stale; every probe read, the dense list stays the exact one.
+#[test]
+fn a_clustered_vector_index_survives_reopen_and_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ContextConfig {
+        dense_approximate_above: 200,
+        dense_probes: 65_536,
+        ..ContextConfig::default()
+    };
+    let principals = ["anyone", "group:eng", "user:a"];
+    let records = |from: usize, to: usize| -> Vec<IndexedRecord> {
+        (from..to)
+            .map(|n| IndexedRecord {
+                record_id: format!("rec-{n}"),
+                display_name: None,
+                generation: 1,
+                principals: vec![principals[n % 3].to_string()],
+                segments: (0..3)
+                    .map(|o| IndexedSegment {
+                        ordinal: o as u32,
+                        text: format!("segment {o} of record {n}"),
+                        vector: unit(n * 3 + o, (n % 16) as u8),
+                    })
+                    .collect(),
+                fields: Vec::new(),
+            })
+            .collect()
+    };
+    let query = unit(17, 5);
+    let dense = |indexes: &SegmentIndexes| {
+        let response = search(
+            indexes,
+            &[("sync-1", &["group:eng", "user:a"])],
+            "",
+            Some(query.clone()),
+            25,
+        );
+        assert!(response.dense.iter().all(|h| {
+            let n: usize = h.record_id["rec-".len()..].parse().unwrap();
+            n % 3 != 0 && n < 150 && !(40..50).contains(&n)
+        }));
+        keys(&response.dense)
+    };
+    let lists = |indexes: &SegmentIndexes| indexes.get(PROJECT, "sync-1").unwrap().dense_lists();
+    let before;
+    {
+        let indexes = SegmentIndexes::open(dir.path(), config.clone()).unwrap();
+        for batch in 0..5 {
+            upsert(&indexes, "sync-1", records(batch * 30, batch * 30 + 30));
+        }
+        // 450 segments, clustered at 210 and at 420.
+        assert!(lists(&indexes) > 1, "not clustered");
+        indexes
+            .delete(&RecordDeleteRequest {
+                project_id: PROJECT.into(),
+                sync_id: "sync-1".into(),
+                record_ids: (40..50).map(|n| format!("rec-{n}")).collect(),
+            })
+            .unwrap();
+        before = dense(&indexes);
+        assert_eq!(before.len(), 25);
+    }
+    let index_dir = dir.path().join("context").join(PROJECT).join("sync-1");
+    {
+        let indexes = SegmentIndexes::open(dir.path(), config.clone()).unwrap();
+        assert!(lists(&indexes) > 1);
+        assert_eq!(dense(&indexes), before);
+    }
+    std::fs::remove_file(index_dir.join("vectors.json")).unwrap();
+    let indexes = SegmentIndexes::open(dir.path(), config).unwrap();
+    assert!(lists(&indexes) > 1, "not clustered again after the rebuild");
+    assert_eq!(dense(&indexes), before);
+    assert_eq!(indexes.counts(), (1, 420));
 }
