@@ -5,7 +5,8 @@
 //! passages, plain and typed (a folder prefix, a date range), each record readable by a tenth of
 //! the callers; and the dense retriever of one sync of 100,000 passages clustered around topics
 //! (as the load driver's context set is), half of them readable by the caller, exact and probed
-//! (with the recall of the probed search against the exact one printed first).
+//! (with the recall of the probed search against the exact one printed, for the sync as clustered
+//! while written and as clustered again when rebuilt).
 
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
@@ -398,42 +399,47 @@ fn bench_context_dense(c: &mut Criterion) {
             hits.iter().map(|c| c.vector_id).collect()
         })
         .collect();
-    // Recall against the exact search and the mean time per query, by lists probed.
-    for probes in [16, 32, 48, 64, 96, 128] {
-        let index = SegmentIndex::open_with(
-            dir.path(),
-            "s",
-            &[],
-            DenseConfig {
-                probes,
-                ..DenseConfig::default()
-            },
-        )
-        .unwrap();
-        let started = std::time::Instant::now();
-        let found: Vec<Vec<u64>> = queries
-            .iter()
-            .map(|query| {
-                let hits = index.search_dense(query, &caller, 100).unwrap();
-                hits.iter().map(|c| c.vector_id).collect()
-            })
-            .collect();
-        let per_query = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
-        let recall = |at: usize| {
-            let hit: usize = found
+    // Recall against the exact search and the mean time per query, by lists probed: clustered
+    // as written (at 51,000 segments), then as clustered when rebuilt from the stored vectors
+    // (at 100,000).
+    let sweep = |label: &str| {
+        for probes in [32, 48, 64, 96, 128, 160] {
+            let index = SegmentIndex::open_with(
+                dir.path(),
+                "s",
+                &[],
+                DenseConfig {
+                    probes,
+                    ..DenseConfig::default()
+                },
+            )
+            .unwrap();
+            let started = std::time::Instant::now();
+            let found: Vec<Vec<u64>> = queries
                 .iter()
-                .zip(&truth)
-                .map(|(f, t)| f.iter().take(at).filter(|id| t[..at].contains(id)).count())
-                .sum();
-            hit as f64 / (at * queries.len()) as f64
-        };
-        eprintln!(
-            "context_dense_100k: {} lists, {probes} probed: recall@10 {:.3}, recall@100 {:.3}, {per_query:.2} ms per query",
-            index.dense_lists(),
-            recall(10),
-            recall(100),
-        );
-    }
+                .map(|query| {
+                    let hits = index.search_dense(query, &caller, 100).unwrap();
+                    hits.iter().map(|c| c.vector_id).collect()
+                })
+                .collect();
+            let per_query = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
+            let recall = |at: usize| {
+                let hit: usize = found
+                    .iter()
+                    .zip(&truth)
+                    .map(|(f, t)| f.iter().take(at).filter(|id| t[..at].contains(id)).count())
+                    .sum();
+                hit as f64 / (at * queries.len()) as f64
+            };
+            eprintln!(
+                "context_dense_100k ({label}): {} lists, {probes} probed: recall@10 {:.3}, recall@100 {:.3}, {per_query:.2} ms per query",
+                index.dense_lists(),
+                recall(10),
+                recall(100),
+            );
+        }
+    };
+    sweep("clustered as written");
     let mut next = 0;
     c.bench_function("context_dense_100k_exact", |b| {
         b.iter(|| {
@@ -447,6 +453,10 @@ fn bench_context_dense(c: &mut Criterion) {
             probed.search_dense(&queries[next], &caller, 100).unwrap()
         })
     });
+    drop((probed, exact));
+    std::fs::remove_file(dir.path().join("vectors.json")).unwrap();
+    drop(SegmentIndex::open_with(dir.path(), "s", &[], DenseConfig::default()).unwrap());
+    sweep("clustered when rebuilt");
 }
 
 criterion_group!(

@@ -862,3 +862,44 @@ fn a_clustered_vector_index_survives_reopen_and_rebuild() {
     assert_eq!(dense(&indexes), before);
     assert_eq!(indexes.counts(), (1, 420));
 }
+
+/// A vector snapshot left from an earlier generation beside a current `vectors.json` (a crash
+/// between the two files' renames) is not used, even when it holds the same segment ids: a
+/// record replaced with new vectors is searched with them.
+#[test]
+fn a_vector_snapshot_of_another_generation_is_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_vector = |vector: Vec<f32>| IndexedRecord {
+        record_id: "doc-a".into(),
+        display_name: None,
+        generation: 1,
+        principals: vec!["anyone".into()],
+        segments: vec![IndexedSegment {
+            ordinal: 0,
+            text: "text".into(),
+            vector,
+        }],
+        fields: Vec::new(),
+    };
+    let index_dir = dir.path().join("context").join(PROJECT).join("sync-1");
+    {
+        let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
+        upsert(&indexes, "sync-1", vec![with_vector(unit(1, 0))]);
+    }
+    let first = std::fs::read(index_dir.join("vectors.ivf")).unwrap();
+    {
+        let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
+        upsert(&indexes, "sync-1", vec![with_vector(unit(2, 0))]);
+    }
+    std::fs::write(index_dir.join("vectors.ivf"), first).unwrap();
+    let indexes = SegmentIndexes::open(dir.path(), ContextConfig::default()).unwrap();
+    let response = search(
+        &indexes,
+        &[("sync-1", &["anyone"])],
+        "",
+        Some(unit(2, 0)),
+        1,
+    );
+    assert_eq!(keys(&response.dense), [k("doc-a", 0)]);
+    assert_eq!(response.dense[0].score, 1.0);
+}
