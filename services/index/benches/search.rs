@@ -319,6 +319,11 @@ fn bench_context(c: &mut Criterion) {
     });
 }
 
+fn normalised(v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+    v.into_iter().map(|a| a / norm).collect()
+}
+
 /// 100,000 passages of 20,000 records, each vector a random one of 256 topic centroids plus noise
 /// (normalised), as `agentsearch-load --scenario context` makes them; every other record readable
 /// by the caller; queries in random directions.
@@ -326,25 +331,18 @@ fn bench_context_dense(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = SplitMix64(42);
     let mut gaussian = |sd: f64| -> Vec<f32> {
-        let mut v: Vec<f32> = (0..384)
+        (0..384)
             .map(|_| {
                 let (u, w) = (rng.unit().max(1e-300), rng.unit());
                 (sd * (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * w).cos()) as f32
             })
-            .collect();
-        if sd == 1.0 {
-            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-            v.iter_mut().for_each(|a| *a /= norm);
-        }
-        v
+            .collect()
     };
-    let topics: Vec<Vec<f32>> = (0..256).map(|_| gaussian(1.0)).collect();
+    let topics: Vec<Vec<f32>> = (0..256).map(|_| normalised(gaussian(1.0))).collect();
     let mut segment = |r: usize| -> Vec<f32> {
         let topic = &topics[(r * 2_654_435_761) % 256];
         let noise = gaussian(0.06);
-        let v: Vec<f32> = topic.iter().zip(&noise).map(|(t, e)| t + e).collect();
-        let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-        v.iter().map(|a| a / norm).collect()
+        normalised(topic.iter().zip(&noise).map(|(t, e)| t + e).collect())
     };
     {
         let index = SegmentIndex::open_with(dir.path(), "s", &[], DenseConfig::default()).unwrap();
@@ -386,19 +384,19 @@ fn bench_context_dense(c: &mut Criterion) {
     let caller = vec!["group:g1".to_string()];
     let mut rng = SplitMix64(7);
     let queries: Vec<Vec<f32>> = (0..50)
-        .map(|_| {
-            let v: Vec<f32> = (0..384).map(|_| rng.unit() as f32 - 0.5).collect();
-            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-            v.iter().map(|a| a / norm).collect()
-        })
+        .map(|_| normalised((0..384).map(|_| rng.unit() as f32 - 0.5).collect()))
         .collect();
-    let truth: Vec<Vec<u64>> = queries
-        .iter()
-        .map(|query| {
-            let hits = exact.search_dense(query, &caller, 100).unwrap();
-            hits.iter().map(|c| c.vector_id).collect()
-        })
-        .collect();
+    // The ids of an index's best 100 for each query.
+    let best_ids = |index: &SegmentIndex| -> Vec<Vec<u64>> {
+        queries
+            .iter()
+            .map(|query| {
+                let hits = index.search_dense(query, &caller, 100).unwrap();
+                hits.iter().map(|c| c.vector_id).collect()
+            })
+            .collect()
+    };
+    let truth = best_ids(&exact);
     // Recall against the exact search and the mean time per query, by lists probed: clustered
     // as written (at 51,000 segments), then as clustered when rebuilt from the stored vectors
     // (at 100,000).
@@ -415,13 +413,7 @@ fn bench_context_dense(c: &mut Criterion) {
             )
             .unwrap();
             let started = std::time::Instant::now();
-            let found: Vec<Vec<u64>> = queries
-                .iter()
-                .map(|query| {
-                    let hits = index.search_dense(query, &caller, 100).unwrap();
-                    hits.iter().map(|c| c.vector_id).collect()
-                })
-                .collect();
+            let found = best_ids(&index);
             let per_query = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
             let recall = |at: usize| {
                 let hit: usize = found

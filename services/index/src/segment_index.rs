@@ -312,7 +312,6 @@ struct State {
     /// The interned sets holding each token.
     by_token: HashMap<Box<str>, Vec<Principals>>,
     vectors: Option<Vectors>,
-    dim: usize,
     generation: u64,
 }
 
@@ -328,7 +327,6 @@ impl State {
             interned: HashMap::new(),
             by_token: HashMap::new(),
             vectors: None,
-            dim: 0,
             generation,
         })
     }
@@ -828,7 +826,8 @@ impl SegmentIndex {
     /// written if any record is invalid. Returns the segments written and the new generation.
     pub fn upsert(&self, records: &[IndexedRecord]) -> Result<(u64, u64)> {
         let _write = self.write_lock.lock();
-        let dim = validate_records(records, self.state.read().dim)?;
+        let held = self.state.read().vectors.as_ref().map_or(0, Vectors::dim);
+        let dim = validate_records(records, held)?;
         check_fields(&self.fields, records)?;
         let mut last: HashMap<&str, usize> = HashMap::new();
         for (i, record) in records.iter().enumerate() {
@@ -927,7 +926,6 @@ impl SegmentIndex {
         let fields = &self.fields;
         self.publish(generation, move |state| {
             if let Some(v) = fresh_vectors {
-                state.dim = dim;
                 state.vectors = Some(v);
             }
             let mut removed: Vec<u64> = Vec::new();
@@ -1661,13 +1659,10 @@ fn load_state(
             if loaded.len() == state.segment_count()
                 && loaded.ids().all(|id| state.segments.contains_key(&id)) =>
         {
-            state.dim = loaded.dim();
             state.vectors = Some(loaded);
         }
         _ => {
-            let vectors = rebuild(&state.searcher, fields)?;
-            state.dim = vectors.as_ref().map_or(0, Vectors::dim);
-            state.vectors = vectors;
+            state.vectors = rebuild(&state.searcher, fields)?;
         }
     }
     Ok(state)
