@@ -9,6 +9,7 @@
 //! fusion across retrievers, placement or embedding: those are the router's.
 
 pub mod analyzer;
+mod codes;
 pub mod error;
 pub mod inline_index;
 pub mod lexical;

@@ -1,12 +1,18 @@
-//! The dense side of a segment index: its vectors, held once, in lists by their nearest k-means
+//! The dense side of a segment index: its vectors, held once (with 8-bit codes of them beside),
+//! in lists by their nearest k-means
 //! centroid (an inverted file). A small index is one list and every search reads all of it; once
 //! an index holds more than [`DenseConfig::approximate_above`] vectors it is clustered (`sqrt(n)`
 //! lists for the `n` vectors it holds then) and a search reads only the [`DenseConfig::probes`]
 //! lists whose centroids are nearest the query.
 //!
+//! Beside its vectors a list holds them as 8-bit codes ([`crate::codes`], a quarter of the
+//! bytes), which is what a search reads: the codes bound each row's inner product with the query
+//! from both sides, and only the rows whose upper bound reaches the best lower bounds are scored
+//! with their vectors, so the result is the vectors' exact best among the lists read.
+//!
 //! The caller's filter (the permission check, and a typed query's allowed set) is applied while
 //! the lists are read, never after a cut: once `limit` rows have been admitted, a row is checked
-//! only if it scores at least the lowest of the best so far, so an exact search needs one pass
+//! only if it could score at least the lowest of the best so far, so an exact search needs one pass
 //! whatever the share of visible rows (a caller who may read few rows has every row read checked).
 //!
 //! Vectors join the list of their nearest centroid as they are written; the centroids are trained
@@ -21,9 +27,11 @@ use faiss::cluster::{Clustering, ClusteringParameters};
 use faiss::index::flat::FlatIndexImpl;
 use faiss::{ConcurrentIndex, Index as _};
 
+use crate::codes;
+use crate::codes::{QueryCode, RowCode};
 use crate::error::{IndexError, Result};
 use crate::tool_index::IdMapOf;
-use crate::tool_slice::{Bounded, check_query_dim, inner_products};
+use crate::tool_slice::{Bounded, check_query_dim, inner_products, keep_best};
 
 /// How the dense side of a segment index is searched (`[context]` settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +72,27 @@ struct List {
     ids: Vec<u64>,
     /// `ids.len() x dim`, row-major.
     data: Vec<f32>,
+    /// The rows as 8-bit codes (`ids.len() x dim`), what a search scans.
+    codes: Vec<i8>,
+    /// Each row's scale and error bounds ([`crate::codes`]).
+    rows: Vec<RowCode>,
+}
+
+impl List {
+    /// A list of `ids` with their vectors (`data`, rows of `dim`), encoded.
+    fn new(ids: Vec<u64>, data: Vec<f32>, dim: usize) -> Self {
+        let mut codes = Vec::with_capacity(data.len());
+        let mut rows = Vec::with_capacity(ids.len());
+        for row in data.chunks_exact(dim) {
+            rows.push(codes::encode(row, &mut codes));
+        }
+        Self {
+            ids,
+            data,
+            codes,
+            rows,
+        }
+    }
 }
 
 /// See the module documentation.
@@ -112,7 +141,7 @@ impl Vectors {
             dim,
             centroids: Vec::new(),
             quantizer: None,
-            lists: vec![List { ids, data }],
+            lists: vec![List::new(ids, data, dim)],
             place,
             trained_at: 0,
         })
@@ -175,6 +204,13 @@ impl Vectors {
             }
             list.ids.push(id);
             list.data.extend_from_slice(row);
+            if list.codes.capacity() < list.codes.len() + self.dim {
+                list.codes
+                    .reserve_exact(list.data.capacity() - list.codes.len());
+                list.rows
+                    .reserve_exact(list.ids.capacity() - list.rows.len());
+            }
+            list.rows.push(codes::encode(row, &mut list.codes));
             self.place.insert(id, (list_no as u32, position as u32));
         }
     }
@@ -194,10 +230,15 @@ impl Vectors {
                 list.ids[position] = moved;
                 list.data
                     .copy_within(last * dim..(last + 1) * dim, position * dim);
+                list.codes
+                    .copy_within(last * dim..(last + 1) * dim, position * dim);
+                list.rows[position] = list.rows[last];
                 self.place.insert(moved, (list_no, position as u32));
             }
             list.ids.pop();
             list.data.truncate(last * dim);
+            list.codes.truncate(last * dim);
+            list.rows.truncate(last);
         }
     }
 
@@ -212,7 +253,8 @@ impl Vectors {
     /// `(score, id)`. Exact (every list read) while the index holds at most
     /// `config.approximate_above` vectors, otherwise over the `config.probes` lists nearest the
     /// query, and further lists, nearest first, until `limit` rows are admitted or none is left.
-    /// `admit` is asked only about rows that would enter the best so far.
+    /// `admit` is asked only about rows that could enter the best so far (by the bounds of their
+    /// codes' products); scores are the vectors' own inner products with the query.
     pub(crate) fn search(
         &self,
         query: &[f32],
@@ -250,24 +292,54 @@ impl Vectors {
             }
             _ => ((0..self.lists.len()).collect(), self.lists.len()),
         };
-        let mut best = Bounded::default();
-        let mut scores = Vec::new();
+        // The codes are scanned: a row is a candidate if its upper bound reaches the `limit`-th
+        // best lower bound of the rows admitted so far (so every row of the exact best is one,
+        // ties included), and only candidates are scored with their vectors.
+        let query_code = QueryCode::new(query);
+        let mut lower: Bounded<()> = Bounded::default();
+        let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
+        let compact = (4 * limit).max(256);
+        let mut compact_at = compact;
+        let mut admitted = 0usize;
+        let mut products = Vec::new();
         for (read, list_no) in order.into_iter().enumerate() {
-            if read >= probes && best.len() >= limit {
+            if read >= probes && admitted >= limit {
                 break;
             }
             let list = &self.lists[list_no];
             if list.ids.is_empty() {
                 continue;
             }
-            inner_products(query, &list.data, &mut scores);
-            for (&score, &id) in scores.iter().zip(&list.ids) {
-                if best.takes(score) && admit(id) {
-                    best.offer(score, id, limit);
+            codes::code_products(&query_code.codes, &list.codes, &list.rows, &mut products);
+            for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
+                let (low, high) = query_code.bounds(product, row);
+                if lower.takes(high) && admit(list.ids[position]) {
+                    admitted += 1;
+                    lower.offer(low, (), limit);
+                    candidates.push((high, list_no as u32, position as u32));
+                    if candidates.len() >= compact_at {
+                        let floor = lower.floor();
+                        candidates.retain(|c| c.0 >= floor);
+                        compact_at = (2 * candidates.len()).max(compact);
+                    }
                 }
             }
         }
-        Ok(best.into_items())
+        let floor = lower.floor();
+        let mut scores = Vec::new();
+        let mut found: Vec<(f32, u64)> = candidates
+            .into_iter()
+            .filter(|c| c.0 >= floor)
+            .filter_map(|(_, list_no, position)| {
+                let list = &self.lists[list_no as usize];
+                let at = position as usize * self.dim;
+                inner_products(query, &list.data[at..at + self.dim], &mut scores);
+                let score = scores[0];
+                (!score.is_nan()).then(|| (score, list.ids[position as usize]))
+            })
+            .collect();
+        keep_best(&mut found, limit, |c| c.0);
+        Ok(found)
     }
 
     /// Up to `count` vectors spread evenly over the index, row-major.
@@ -320,6 +392,8 @@ impl Vectors {
         for (list, size) in next.lists.iter_mut().zip(sizes) {
             list.ids.reserve_exact(size);
             list.data.reserve_exact(size * self.dim);
+            list.codes.reserve_exact(size * self.dim);
+            list.rows.reserve_exact(size);
         }
         next.place.reserve(n);
         for (list, assigned) in self.lists.iter().zip(&assigned) {
@@ -401,7 +475,7 @@ impl Vectors {
                 ids.push(id);
             }
             let data = input.floats(n.saturating_mul(dim))?;
-            lists.push(List { ids, data });
+            lists.push(List::new(ids, data, dim));
         }
         if input.at != bytes.len() {
             return Err(IndexError::Corrupt(
@@ -505,13 +579,13 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use proptest::prelude::*;
 
     use super::*;
 
     /// A deterministic pseudo-random unit vector.
-    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+    pub(crate) fn unit(seed: u64, dim: usize) -> Vec<f32> {
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let v: Vec<f32> = (0..dim)
             .map(|_| {
@@ -533,6 +607,15 @@ mod tests {
             let list = &v.lists[list as usize];
             assert_eq!(list.ids[position as usize], id);
             assert_eq!(list.data.len(), list.ids.len() * v.dim);
+            assert_eq!(list.codes.len(), list.ids.len() * v.dim);
+            assert_eq!(list.rows.len(), list.ids.len());
+            let mut codes = Vec::new();
+            let row = codes::encode(&list.data[position as usize * v.dim..][..v.dim], &mut codes);
+            assert_eq!(list.rows[position as usize], row);
+            assert_eq!(
+                &list.codes[position as usize * v.dim..][..v.dim],
+                &codes[..]
+            );
         }
     }
 
@@ -633,10 +716,14 @@ mod tests {
             // The filter is never asked to let anything else through.
             // Probing one list: only admitted rows, and as many as the caller may read.
             let some = DenseConfig { approximate_above: 0, probes: 1 };
+            // (Each comes back with its vector's own score, not its codes' estimate.)
             let probed = v.search(&query, limit, &some, admit).unwrap();
-            for (_, id) in &probed {
+            let mut scores = Vec::new();
+            for (score, id) in &probed {
                 prop_assert!(admit(*id));
                 prop_assert!(held.contains_key(id));
+                inner_products(&query, &held[id], &mut scores);
+                prop_assert_eq!(*score, scores[0]);
             }
             let readable = held.keys().filter(|&&id| admit(id)).count();
             prop_assert_eq!(sorted(probed, limit).len(), readable.min(limit));

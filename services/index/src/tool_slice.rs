@@ -531,9 +531,9 @@ impl<T> Bounded<T> {
         }
     }
 
-    /// Candidates held (at least `limit` once `limit` have been offered).
-    pub(crate) fn len(&self) -> usize {
-        self.items.len()
+    /// The lowest score still kept (every score below it is refused).
+    pub(crate) fn floor(&self) -> f32 {
+        self.floor
     }
 
     /// The candidates kept: at least the best `limit` offered (with ties), in no order.
