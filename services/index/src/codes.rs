@@ -5,6 +5,8 @@
 //! sides ([`QueryCode::bounds`]), so a search can find the exact best rows by rescoring with their
 //! `f32` vectors only the rows whose upper bound reaches the best lower bounds.
 
+use crate::tool_slice::Bounded;
+
 /// Largest code magnitude (-128 is never used, so a code's sign can be moved to the other side
 /// of a product).
 const MAX_CODE: f32 = 127.0;
@@ -85,6 +87,58 @@ impl QueryCode {
             + self.row.error * (row.norm + row.error)
             + self.slack * row.norm;
         (estimate - bound, estimate + bound)
+    }
+}
+
+/// Rows found by their bounds ([`QueryCode::bounds`]) that may be among the best `limit`: every
+/// row whose upper bound reaches the `limit`-th best lower bound offered, which holds every row of
+/// the exact best (ties included), to be scored again with its vector.
+pub(crate) struct Candidates<T> {
+    lower: Bounded<()>,
+    items: Vec<(f32, T)>,
+    compact_at: usize,
+}
+
+impl<T> Default for Candidates<T> {
+    fn default() -> Self {
+        Self {
+            lower: Bounded::default(),
+            items: Vec::new(),
+            compact_at: 0,
+        }
+    }
+}
+
+impl<T> Candidates<T> {
+    /// Whether a row with upper bound `high` may be among the best (checked before a costly
+    /// admission test).
+    #[inline]
+    pub(crate) fn takes(&self, high: f32) -> bool {
+        self.lower.takes(high)
+    }
+
+    /// Offers a row with bounds `(low, high)`.
+    #[inline]
+    pub(crate) fn offer(&mut self, (low, high): (f32, f32), item: T, limit: usize) {
+        if !self.lower.takes(high) {
+            return;
+        }
+        self.lower.offer(low, (), limit);
+        self.items.push((high, item));
+        if self.items.len() >= self.compact_at.max(4 * limit.max(64)) {
+            let floor = self.lower.floor();
+            self.items.retain(|c| c.0 >= floor);
+            self.compact_at = 2 * self.items.len();
+        }
+    }
+
+    /// The rows that may be among the best `limit` offered, in no order.
+    pub(crate) fn into_items(self) -> impl Iterator<Item = T> {
+        let floor = self.lower.floor();
+        self.items
+            .into_iter()
+            .filter(move |c| c.0 >= floor)
+            .map(|c| c.1)
     }
 }
 

@@ -27,11 +27,10 @@ use faiss::cluster::{Clustering, ClusteringParameters};
 use faiss::index::flat::FlatIndexImpl;
 use faiss::{ConcurrentIndex, Index as _};
 
-use crate::codes;
-use crate::codes::{QueryCode, RowCode};
+use crate::codes::{self, Candidates, QueryCode, RowCode};
 use crate::error::{IndexError, Result};
 use crate::tool_index::IdMapOf;
-use crate::tool_slice::{Bounded, check_query_dim, inner_products, keep_best};
+use crate::tool_slice::{check_query_dim, inner_products, keep_best};
 
 /// How the dense side of a segment index is searched (`[context]` settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,10 +295,7 @@ impl Vectors {
         // best lower bound of the rows admitted so far (so every row of the exact best is one,
         // ties included), and only candidates are scored with their vectors.
         let query_code = QueryCode::new(query);
-        let mut lower: Bounded<()> = Bounded::default();
-        let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
-        let compact = (4 * limit).max(256);
-        let mut compact_at = compact;
+        let mut candidates: Candidates<(u32, u32)> = Candidates::default();
         let mut admitted = 0usize;
         let mut products = Vec::new();
         for (read, list_no) in order.into_iter().enumerate() {
@@ -312,25 +308,17 @@ impl Vectors {
             }
             codes::code_products(&query_code.codes, &list.codes, &list.rows, &mut products);
             for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
-                let (low, high) = query_code.bounds(product, row);
-                if lower.takes(high) && admit(list.ids[position]) {
+                let bounds = query_code.bounds(product, row);
+                if candidates.takes(bounds.1) && admit(list.ids[position]) {
                     admitted += 1;
-                    lower.offer(low, (), limit);
-                    candidates.push((high, list_no as u32, position as u32));
-                    if candidates.len() >= compact_at {
-                        let floor = lower.floor();
-                        candidates.retain(|c| c.0 >= floor);
-                        compact_at = (2 * candidates.len()).max(compact);
-                    }
+                    candidates.offer(bounds, (list_no as u32, position as u32), limit);
                 }
             }
         }
-        let floor = lower.floor();
         let mut scores = Vec::new();
         let mut found: Vec<(f32, u64)> = candidates
-            .into_iter()
-            .filter(|c| c.0 >= floor)
-            .filter_map(|(_, list_no, position)| {
+            .into_items()
+            .filter_map(|(list_no, position)| {
                 let list = &self.lists[list_no as usize];
                 let at = position as usize * self.dim;
                 inner_products(query, &list.data[at..at + self.dim], &mut scores);

@@ -18,6 +18,7 @@ use tantivy::postings::Postings;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, Searcher, TERMINATED};
 
+use crate::codes::{self, RowCode};
 use crate::error::{IndexError, Result};
 use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::tool_index::{IdMapOf, Scored, ToolFilter};
@@ -50,6 +51,10 @@ pub(crate) struct Slice {
     dim: usize,
     /// `ids.len() x dim`, row-major.
     vectors: Vec<f32>,
+    /// The vectors as 8-bit codes (`ids.len() x dim`) and each row's scale and bounds
+    /// ([`crate::codes`]), what the shard's search view scans.
+    codes: Vec<i8>,
+    code_rows: Vec<RowCode>,
     /// A query looks each of its terms up in every index of its scope: a fast keyed hash (seeded
     /// per process) rather than SipHash.
     terms: HashMap<String, TermEntry, foldhash::fast::RandomState>,
@@ -149,6 +154,13 @@ impl Slice {
         }
         slice.dim = dim;
         slice.row_of = row_of;
+        if dim > 0 {
+            slice.codes.reserve_exact(slice.vectors.len());
+            slice.code_rows.reserve_exact(slice.ids.len());
+            for row in slice.vectors.chunks_exact(dim) {
+                slice.code_rows.push(codes::encode(row, &mut slice.codes));
+            }
+        }
         Ok(slice)
     }
 
@@ -172,6 +184,11 @@ impl Slice {
     }
 
     /// Every vector, row after row.
+    /// The vectors as codes, with each row's [`RowCode`].
+    pub(crate) fn codes(&self) -> (&[i8], &[RowCode]) {
+        (&self.codes, &self.code_rows)
+    }
+
     pub(crate) fn matrix(&self) -> &[f32] {
         &self.vectors
     }
@@ -534,11 +551,6 @@ impl<T> Bounded<T> {
     /// The lowest score still kept (every score below it is refused).
     pub(crate) fn floor(&self) -> f32 {
         self.floor
-    }
-
-    /// The candidates kept: at least the best `limit` offered (with ties), in no order.
-    pub(crate) fn into_items(self) -> Vec<(f32, T)> {
-        self.items
     }
 }
 

@@ -23,9 +23,10 @@ use agentsearch_common::shard::{
 };
 use agentsearch_common::tool::ToolRecord;
 
+use crate::codes::{self, Candidates, QueryCode};
 use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::tool_index::{IntegrationIndex, ToolFilter};
-use crate::tool_slice::{Bounded, Posting, Slice, TermCounts, inner_products, keep_best};
+use crate::tool_slice::{Posting, Slice, TermCounts, inner_products, keep_best};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -376,10 +377,20 @@ impl ToolView {
         // In request order, as the indexes one by one report their failures.
         let parts = &scope.parts;
         let workers = self.workers(scope);
+        // The slices' codes are scanned (a quarter of the bytes of their vectors): a row is a
+        // candidate of its list if its upper bound reaches the `limit`-th best lower bound there,
+        // and only candidates are scored with their vectors, so each list is exactly what the
+        // vectors' scores make it. (A query that is not finite has no codes: every row scored.)
+        let coded = query
+            .iter()
+            .all(|x| x.is_finite())
+            .then(|| QueryCode::new(query));
         let run = |parts: &[u32]| {
-            let (mut eligible, mut excluded) = (Bounded::default(), Bounded::default());
+            let (mut eligible, mut excluded) = (Candidates::default(), Candidates::default());
             let mut failures = Vec::new();
+            let mut products = Vec::new();
             let mut scores = Vec::new();
+            let mut lists = Lists::default();
             for &p in parts {
                 let part = &self.parts[p as usize];
                 let slice = &part.slice;
@@ -390,21 +401,35 @@ impl ToolView {
                     failures.push(crate::failure(part.index.integration(), "dense", &err));
                     continue;
                 }
-                inner_products(query, slice.matrix(), &mut scores);
                 let (records, effects) = (slice.records(), slice.effects());
-                for (local, &score) in scores.iter().enumerate() {
+                let Some(coded) = &coded else {
+                    inner_products(query, slice.matrix(), &mut scores);
+                    for (local, &score) in scores.iter().enumerate() {
+                        self.classify(p, part.start + local as u32, score, filter, &mut lists);
+                    }
+                    continue;
+                };
+                let (codes, rows) = slice.codes();
+                codes::code_products(&coded.codes, codes, rows, &mut products);
+                for (local, (&product, row)) in products.iter().zip(rows).enumerate() {
                     let list = match filter.admits(|| &records[local], effects[local]) {
                         Some(true) => &mut eligible,
                         Some(false) => &mut excluded,
                         None => continue,
                     };
-                    list.offer(score, part.start + local as u32, limit);
+                    list.offer(coded.bounds(product, row), part.start + local as u32, limit);
                 }
             }
-            let mut lists = Lists {
-                eligible: eligible.into_items(),
-                excluded: excluded.into_items(),
+            let mut rescore = |candidates: Candidates<u32>, out: &mut Vec<(f32, u32)>| {
+                for row in candidates.into_items() {
+                    let part = &self.parts[self.row_part[row as usize] as usize];
+                    let vector = part.slice.vector((row - part.start) as usize);
+                    inner_products(query, vector, &mut scores);
+                    out.push((scores[0], row));
+                }
             };
+            rescore(eligible, &mut lists.eligible);
+            rescore(excluded, &mut lists.excluded);
             lists.keep_best(limit);
             (lists, failures)
         };
