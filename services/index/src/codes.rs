@@ -23,12 +23,21 @@ pub(crate) struct RowCode {
     pub(crate) sum: i32,
 }
 
+/// A row (or query) whose largest magnitude is outside this range has no useful bounds (its
+/// products are always scored with the vectors): inside it, nothing the bounds compute can
+/// overflow, nor lose to underflow more than the rounding allowance covers.
+const CODED_MAGNITUDES: std::ops::RangeInclusive<f32> = 1e-15..=1e15;
+
 /// Appends `x`'s codes to `out` and returns their scale and the norms of `x` and of its error.
-/// A row of zeros has scale 0 and codes 0; a row with a component that is not finite has codes 0
-/// and an infinite error (nothing is known of its products).
+/// A row of zeros has scale 0 and codes 0; a row with a component that is not finite, or whose
+/// magnitude is out of [`CODED_MAGNITUDES`], has codes 0 and an infinite error (its bounds are
+/// unbounded: nothing is known of its products).
 pub(crate) fn encode(x: &[f32], out: &mut Vec<i8>) -> RowCode {
     let largest = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    if !largest.is_finite() || x.iter().any(|v| v.is_nan()) {
+    if !largest.is_finite()
+        || x.iter().any(|v| v.is_nan())
+        || (largest != 0.0 && !CODED_MAGNITUDES.contains(&largest))
+    {
         out.extend(std::iter::repeat_n(0, x.len()));
         return RowCode {
             scale: 0.0,
@@ -80,8 +89,12 @@ impl QueryCode {
     /// codes (`product`, [`code_products`]) and the row's [`RowCode`]. With `q = q' + e_q` and
     /// `r = r' + e_r` (codes times scale, plus error): `q.r - q'.r' = q.e_r + e_q.r'`, at most
     /// `|q| |e_r| + |e_q| (|r| + |e_r|)` in magnitude.
+    /// A row or query without codes ([`encode`]) is bounded by the infinities.
     #[inline]
     pub(crate) fn bounds(&self, product: i32, row: &RowCode) -> (f32, f32) {
+        if row.error == f32::INFINITY || self.row.error == f32::INFINITY {
+            return (f32::NEG_INFINITY, f32::INFINITY);
+        }
         let estimate = product as f32 * (row.scale * self.row.scale);
         let bound = self.row.norm * row.error
             + self.row.error * (row.norm + row.error)
@@ -227,8 +240,12 @@ fn code_products_vnni(query: &[i8], codes: &[i8], rows: &[RowCode], out: &mut Ve
             .sum();
         // The sum over the steps only: the rest was multiplied without the offset.
         let offset: i32 = row[split..].iter().map(|&b| i32::from(b)).sum();
+        // (Wrapping as the instructions do: the result is exact while it fits in 32 bits, up to
+        // about 133,000 dimensions; the router takes query vectors of at most 4,096.)
         out.push(
-            _mm512_reduce_add_epi32(_mm512_add_epi32(even, odd)) - 128 * (code.sum - offset) + rest,
+            _mm512_reduce_add_epi32(_mm512_add_epi32(even, odd))
+                .wrapping_sub(128i32.wrapping_mul(code.sum - offset))
+                .wrapping_add(rest),
         );
     }
 }
@@ -427,6 +444,56 @@ mod tests {
         code_products(&query.codes, &codes, &[row], &mut product);
         let (low, high) = query.bounds(product[0], &row);
         assert!(high - low < 0.05, "{low} .. {high}");
+    }
+
+    /// Rows and queries far from unit length, or not finite: the bounds still hold the `f32`
+    /// score (here unbounded, so such a row is always scored with its vector).
+    #[test]
+    fn extreme_rows_and_queries_are_bounded() {
+        let dim = 384;
+        let unit = crate::segment_vectors::tests::unit(5, dim);
+        let scaled = |by: f32| unit.iter().map(|x| x * by).collect::<Vec<f32>>();
+        let mut tiny_one = vec![0.0f32; dim];
+        tiny_one[3] = 1e-44;
+        let mut not_finite = unit.clone();
+        not_finite[7] = f32::INFINITY;
+        let rows = [
+            tiny_one.clone(),
+            scaled(3e-23),
+            scaled(1e18),
+            scaled(1e-14),
+            scaled(1e14),
+            not_finite,
+            vec![0.0; dim],
+        ];
+        let queries = [
+            unit.clone(),
+            scaled(3e-23),
+            scaled(1e18),
+            tiny_one,
+            vec![0.0; dim],
+        ];
+        let mut exact = Vec::new();
+        let mut product = Vec::new();
+        for query in &queries {
+            let coded = QueryCode::new(query);
+            for row in &rows {
+                let mut codes = Vec::new();
+                let code = encode(row, &mut codes);
+                code_products(&coded.codes, &codes, &[code], &mut product);
+                crate::tool_slice::inner_products(query, row, &mut exact);
+                let (low, high) = coded.bounds(product[0], &code);
+                if exact[0].is_nan() {
+                    assert_eq!((low, high), (f32::NEG_INFINITY, f32::INFINITY));
+                } else {
+                    assert!(
+                        low <= exact[0] && exact[0] <= high,
+                        "{low} <= {} <= {high}",
+                        exact[0]
+                    );
+                }
+            }
+        }
     }
 
     #[test]

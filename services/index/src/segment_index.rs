@@ -1195,7 +1195,7 @@ impl SegmentIndex {
             return Ok(Vec::new());
         }
         let mut visibility = Visibility::new(principals);
-        // Asked only of rows that would enter the best so far: the filter is exact (nothing
+        // Asked only of rows that could enter the best so far: the filter is exact (nothing
         // invisible is ranked or displaces a visible segment) and costs a few lookups per query.
         let admitted = vectors.search(query, limit, &self.dense, |id| {
             allowed.is_none_or(|a| a.contains_key(&id))

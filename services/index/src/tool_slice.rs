@@ -183,12 +183,12 @@ impl Slice {
         &self.effects
     }
 
-    /// Every vector, row after row.
     /// The vectors as codes, with each row's [`RowCode`].
     pub(crate) fn codes(&self) -> (&[i8], &[RowCode]) {
         (&self.codes, &self.code_rows)
     }
 
+    /// Every vector, row after row.
     pub(crate) fn matrix(&self) -> &[f32] {
         &self.vectors
     }
