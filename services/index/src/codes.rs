@@ -68,9 +68,15 @@ pub(crate) fn encode(x: &[f32], out: &mut Vec<i8>) -> RowCode {
     }
 }
 
-/// A query's codes, with what bounds the error of its products with rows' codes.
+/// A query's codes, as each kernel reads them, with what bounds the error of its products with
+/// rows' codes.
 pub(crate) struct QueryCode {
-    pub(crate) codes: Vec<i8>,
+    codes: Vec<i8>,
+    /// `|codes|`, for the AVX2 kernel.
+    magnitudes: Vec<i8>,
+    /// `codes + 128`, for the VNNI kernel.
+    shifted: Vec<u8>,
+    kernel: Kernel,
     row: RowCode,
     /// Allowance for the rounding of `f32` arithmetic (the products, the exact scores the bounds
     /// are compared with, the norms), per unit of a row's norm.
@@ -81,12 +87,46 @@ impl QueryCode {
     pub(crate) fn new(query: &[f32]) -> Self {
         let mut codes = Vec::with_capacity(query.len());
         let row = encode(query, &mut codes);
-        let slack = row.norm * (1e-4 + 2.4e-7 * query.len() as f32);
-        Self { codes, row, slack }
+        Self::from_codes(codes, row)
+    }
+
+    fn from_codes(codes: Vec<i8>, row: RowCode) -> Self {
+        let slack = row.norm * (1e-4 + 2.4e-7 * codes.len() as f32);
+        Self {
+            magnitudes: codes.iter().map(|c| c.wrapping_abs()).collect(),
+            shifted: codes.iter().map(|&c| (i16::from(c) + 128) as u8).collect(),
+            codes,
+            kernel: Kernel::chosen(),
+            row,
+            slack,
+        }
+    }
+
+    /// `out[r] = codes . codes[r]` in exact integer arithmetic, for every row of `codes` (rows of
+    /// the query's dimension, described by `rows`), on the process's [`Kernel`].
+    pub(crate) fn products(&self, codes: &[i8], rows: &[RowCode], out: &mut Vec<i32>) {
+        out.clear();
+        if self.codes.is_empty() {
+            return;
+        }
+        out.reserve(codes.len() / self.codes.len());
+        match self.kernel {
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            // SAFETY: `Kernel::chosen` gives `Vnni` only where the CPU has AVX-512F, BW and VNNI,
+            // the features the function is compiled with.
+            Kernel::Vnni => unsafe { products_vnni(&self.codes, &self.shifted, codes, rows, out) },
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            // SAFETY: `Kernel::chosen` gives `Avx2` only where the CPU has AVX2, the only feature
+            // the function is compiled with.
+            Kernel::Avx2 => unsafe { products_avx2(&self.codes, &self.magnitudes, codes, out) },
+            _ => products_plain(&self.codes, codes, out),
+        }
     }
 
     /// Lower and upper bounds of the query's inner product with a row, from the product of their
-    /// codes (`product`, [`code_products`]) and the row's [`RowCode`]. With `q = q' + e_q` and
+    /// codes (`product`, [`QueryCode::products`]) and the row's [`RowCode`]. With `q = q' + e_q` and
     /// `r = r' + e_r` (codes times scale, plus error): `q.r - q'.r' = q.e_r + e_q.r'`, at most
     /// `|q| |e_r| + |e_q| (|r| + |e_r|)` in magnitude.
     /// A row or query without codes ([`encode`]) is bounded by the infinities.
@@ -155,50 +195,44 @@ impl<T> Candidates<T> {
     }
 }
 
-/// `out[r] = query . codes[r]` in exact integer arithmetic, for every row of `codes` (rows of
-/// `query.len()`, described by `rows`): with 512-bit multiply-accumulates of bytes (AVX-512 VNNI)
-/// where the CPU has them, else 256-bit integer products where it has AVX2, unless the process's
-/// build ([`agentsearch_common::simd::build`]) is the portable one.
-pub(crate) fn code_products(query: &[i8], codes: &[i8], rows: &[RowCode], out: &mut Vec<i32>) {
-    out.clear();
-    if query.is_empty() {
-        return;
-    }
-    out.reserve(codes.len() / query.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        use agentsearch_common::simd::{Build, build};
-        if build() == Build::Avx512
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vnni")
-        {
-            #[allow(unsafe_code)]
-            // SAFETY: the CPU has AVX-512F, BW and VNNI, checked just above, the features the
-            // function is compiled with.
-            unsafe {
-                code_products_vnni(query, codes, rows, out)
-            };
-            return;
-        }
-        if build() != Build::Portable && std::is_x86_feature_detected!("avx2") {
-            #[allow(unsafe_code)]
-            // SAFETY: the CPU has AVX2, checked just above, the only feature the function is
-            // compiled with.
-            unsafe {
-                code_products_avx2(query, codes, out)
-            };
-            return;
-        }
-    }
-    code_products_plain(query, codes, out)
+/// The product of codes this process runs: with 512-bit multiply-accumulates of bytes (AVX-512
+/// VNNI) where the CPU has them, else 256-bit integer products where it has AVX2, unless the
+/// process's build ([`agentsearch_common::simd::build`]) is the portable one. Decided once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    Portable,
+    Avx2,
+    Vnni,
 }
 
-/// [`code_products`] with AVX-512 VNNI: 64 codes per instruction, the query's offset by 128 to
-/// make them unsigned (`(q + 128) . r = q . r + 128 sum(r)`, the row's sum kept in its
-/// [`RowCode`]).
+impl Kernel {
+    fn chosen() -> Kernel {
+        static CHOSEN: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use agentsearch_common::simd::{Build, build};
+                if build() == Build::Avx512
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vnni")
+                {
+                    return Kernel::Vnni;
+                }
+                if build() != Build::Portable && std::is_x86_feature_detected!("avx2") {
+                    return Kernel::Avx2;
+                }
+            }
+            Kernel::Portable
+        })
+    }
+}
+
+/// [`QueryCode::products`] with AVX-512 VNNI: 64 codes per instruction, the query's offset by 128
+/// to make them unsigned (`shifted`: `(q + 128) . r = q . r + 128 sum(r)`, the row's sum kept in
+/// its [`RowCode`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn code_products_vnni(query: &[i8], codes: &[i8], rows: &[RowCode], out: &mut Vec<i32>) {
+fn products_vnni(query: &[i8], shifted: &[u8], codes: &[i8], rows: &[RowCode], out: &mut Vec<i32>) {
     use std::arch::x86_64::{
         __m512i, _mm512_add_epi32, _mm512_dpbusd_epi32, _mm512_loadu_si512,
         _mm512_reduce_add_epi32, _mm512_setzero_si512,
@@ -214,24 +248,22 @@ fn code_products_vnni(query: &[i8], codes: &[i8], rows: &[RowCode], out: &mut Ve
             _mm512_loadu_si512(lanes.as_ptr().cast())
         }
     };
-    let shifted: Vec<u8> = query.iter().map(|&q| (i16::from(q) + 128) as u8).collect();
-    let steps: Vec<__m512i> = (0..split)
-        .step_by(STEP)
-        .map(|at| load(&shifted, at))
-        .collect();
+    let steps = split / STEP;
     for (row, code) in codes.chunks_exact(dim).zip(rows) {
         #[allow(unsafe_code)]
         // SAFETY: `i8` and `u8` have the same layout; the codes are only loaded as bytes.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) };
         let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
         let mut k = 0;
-        while k + 1 < steps.len() {
-            even = _mm512_dpbusd_epi32(even, steps[k], load(bytes, k * STEP));
-            odd = _mm512_dpbusd_epi32(odd, steps[k + 1], load(bytes, (k + 1) * STEP));
+        while k + 1 < steps {
+            let (at, next) = (k * STEP, (k + 1) * STEP);
+            even = _mm512_dpbusd_epi32(even, load(shifted, at), load(bytes, at));
+            odd = _mm512_dpbusd_epi32(odd, load(shifted, next), load(bytes, next));
             k += 2;
         }
-        if k < steps.len() {
-            even = _mm512_dpbusd_epi32(even, steps[k], load(bytes, k * STEP));
+        if k < steps {
+            let at = k * STEP;
+            even = _mm512_dpbusd_epi32(even, load(shifted, at), load(bytes, at));
         }
         let rest: i32 = query[split..]
             .iter()
@@ -250,11 +282,12 @@ fn code_products_vnni(query: &[i8], codes: &[i8], rows: &[RowCode], out: &mut Ve
     }
 }
 
-/// [`code_products`] on 256-bit registers: 32 codes per step, multiplied in pairs into 16-bit
-/// sums (`|q| * (r with q's sign)`: at most 2 x 127 x 127, no saturation) and widened to 32 bits.
+/// [`QueryCode::products`] on 256-bit registers: 32 codes per step, multiplied in pairs into
+/// 16-bit sums (`|q| * (r with q's sign)`, `magnitudes` being `|q|`: at most 2 x 127 x 127, no
+/// saturation) and widened to 32 bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn code_products_avx2(query: &[i8], codes: &[i8], out: &mut Vec<i32>) {
+fn products_avx2(query: &[i8], magnitudes: &[i8], codes: &[i8], out: &mut Vec<i32>) {
     use std::arch::x86_64::{
         __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_shuffle_epi32, _mm256_add_epi32,
         _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_madd_epi16,
@@ -271,20 +304,12 @@ fn code_products_avx2(query: &[i8], codes: &[i8], out: &mut Vec<i32>) {
             _mm256_loadu_si256(lanes.as_ptr().cast())
         }
     };
-    // The query's steps and their magnitudes, once.
-    let steps: Vec<(__m256i, __m256i)> = (0..split)
-        .step_by(STEP)
-        .map(|at| {
-            let q = load(query, at);
-            (q, _mm256_sign_epi8(q, q))
-        })
-        .collect();
     let ones = _mm256_set1_epi16(1);
     for row in codes.chunks_exact(dim) {
         let mut acc = _mm256_setzero_si256();
-        for (k, &(q, magnitude)) in steps.iter().enumerate() {
-            let r = _mm256_sign_epi8(load(row, k * STEP), q);
-            let pairs = _mm256_maddubs_epi16(magnitude, r);
+        for at in (0..split).step_by(STEP) {
+            let r = _mm256_sign_epi8(load(row, at), load(query, at));
+            let pairs = _mm256_maddubs_epi16(load(magnitudes, at), r);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
         }
         let half = _mm_add_epi32(
@@ -305,8 +330,8 @@ fn code_products_avx2(query: &[i8], codes: &[i8], out: &mut Vec<i32>) {
     }
 }
 
-/// The portable [`code_products`].
-fn code_products_plain(query: &[i8], codes: &[i8], out: &mut Vec<i32>) {
+/// The portable [`QueryCode::products`].
+fn products_plain(query: &[i8], codes: &[i8], out: &mut Vec<i32>) {
     for row in codes.chunks_exact(query.len()) {
         out.push(
             query
@@ -363,18 +388,19 @@ mod tests {
                 .chunks_exact(dim)
                 .map(|row| RowCode { sum: row.iter().map(|&c| i32::from(c)).sum(), ..RowCode::default() })
                 .collect();
+            let coded = QueryCode::from_codes(query.clone(), RowCode::default());
             let mut got = Vec::new();
-            code_products(&query, &codes, &rows, &mut got);
+            coded.products(&codes, &rows, &mut got);
             prop_assert_eq!(&got, &expected);
             let mut plain = Vec::new();
-            code_products_plain(&query, &codes, &mut plain);
+            products_plain(&query, &codes, &mut plain);
             prop_assert_eq!(&plain, &expected);
             #[cfg(target_arch = "x86_64")]
             if std::is_x86_feature_detected!("avx2") {
                 let mut wide = Vec::new();
                 #[allow(unsafe_code)]
                 // SAFETY: the CPU has AVX2, checked just above.
-                unsafe { code_products_avx2(&query, &codes, &mut wide) };
+                unsafe { products_avx2(&query, &coded.magnitudes, &codes, &mut wide) };
                 prop_assert_eq!(&wide, &expected);
             }
             #[cfg(target_arch = "x86_64")]
@@ -385,7 +411,7 @@ mod tests {
                 let mut wide = Vec::new();
                 #[allow(unsafe_code)]
                 // SAFETY: the CPU has AVX-512F, BW and VNNI, checked just above.
-                unsafe { code_products_vnni(&query, &codes, &rows, &mut wide) };
+                unsafe { products_vnni(&query, &coded.shifted, &codes, &rows, &mut wide) };
                 prop_assert_eq!(&wide, &expected);
             }
         }
@@ -424,7 +450,7 @@ mod tests {
             let query = QueryCode::new(&a);
             prop_assert_eq!(&query.codes, &ca);
             let mut product = Vec::new();
-            code_products(&query.codes, &cb, &[rb], &mut product);
+            query.products(&cb, &[rb], &mut product);
             let mut exact = Vec::new();
             crate::tool_slice::inner_products(&a, &b, &mut exact);
             let (low, high) = query.bounds(product[0], &rb);
@@ -441,7 +467,7 @@ mod tests {
         let mut codes = Vec::new();
         let row = encode(&b, &mut codes);
         let mut product = Vec::new();
-        code_products(&query.codes, &codes, &[row], &mut product);
+        query.products(&codes, &[row], &mut product);
         let (low, high) = query.bounds(product[0], &row);
         assert!(high - low < 0.05, "{low} .. {high}");
     }
@@ -480,7 +506,7 @@ mod tests {
             for row in &rows {
                 let mut codes = Vec::new();
                 let code = encode(row, &mut codes);
-                code_products(&coded.codes, &codes, &[code], &mut product);
+                coded.products(&codes, &[code], &mut product);
                 crate::tool_slice::inner_products(query, row, &mut exact);
                 let (low, high) = coded.bounds(product[0], &code);
                 if exact[0].is_nan() {

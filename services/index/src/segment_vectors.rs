@@ -306,7 +306,7 @@ impl Vectors {
             if list.ids.is_empty() {
                 continue;
             }
-            codes::code_products(&query_code.codes, &list.codes, &list.rows, &mut products);
+            query_code.products(&list.codes, &list.rows, &mut products);
             for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
                 let bounds = query_code.bounds(product, row);
                 if candidates.takes(bounds.1) && admit(list.ids[position]) {

@@ -23,7 +23,7 @@ use agentsearch_common::shard::{
 };
 use agentsearch_common::tool::ToolRecord;
 
-use crate::codes::{self, Candidates, QueryCode};
+use crate::codes::{Candidates, QueryCode};
 use crate::lexical::{LexicalQuery, ScoreBuffers};
 use crate::tool_index::{IntegrationIndex, ToolFilter};
 use crate::tool_slice::{Posting, Slice, TermCounts, inner_products, keep_best};
@@ -410,7 +410,7 @@ impl ToolView {
                     continue;
                 };
                 let (codes, rows) = slice.codes();
-                codes::code_products(&coded.codes, codes, rows, &mut products);
+                coded.products(codes, rows, &mut products);
                 for (local, (&product, row)) in products.iter().zip(rows).enumerate() {
                     let list = match filter.admits(|| &records[local], effects[local]) {
                         Some(true) => &mut eligible,
