@@ -27,8 +27,40 @@ pub struct PgStore {
     pool: Pool,
 }
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A failed call's error. The connection lost (closed, reset, or ended by a server shutting
+/// down) or a server refusing connections is [`StoreError::Unavailable`], which callers may retry
+/// once the store is back; anything else is a backend error.
+fn backend<E: std::error::Error + 'static>(e: E) -> StoreError {
+    if connection_lost(&e) {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+/// Whether `e`, or an error it wraps, says the connection to the server is gone or cannot be
+/// had: a closed connection, an I/O error, SQLSTATE class 08 (connection exception), 57P01-57P03
+/// (the server shutting down, crashed, or starting) or 53300 (too many connections).
+fn connection_lost(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(pg) = err.downcast_ref::<tokio_postgres::Error>() {
+            if pg.is_closed() {
+                return true;
+            }
+            if let Some(state) = pg.code() {
+                let code = state.code();
+                if code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300") {
+                    return true;
+                }
+            }
+        }
+        if err.is::<std::io::Error>() {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// How a [`PgStore`] connects.
@@ -2049,6 +2081,45 @@ mod tests {
         assert!(matches!(waited, StoreError::Unavailable(_)), "{waited}");
         drop(client);
         assert!(store.client().await.is_ok());
+    }
+
+    /// A connection the server ends (as it does to every session when it shuts down) fails the
+    /// statement as unavailable, and so does the next statement on that connection; a statement
+    /// the server rejects stays a backend error.
+    #[tokio::test]
+    async fn a_lost_connection_is_unavailable_and_a_bad_statement_is_not() {
+        let store = PgStore::connect(&url(), "t_lost", 2).await.unwrap();
+        let client = store.client().await.unwrap();
+        let rejected = client
+            .batch_execute("SELECT no_such_column FROM no_such_table")
+            .await
+            .map_err(backend)
+            .unwrap_err();
+        assert!(matches!(rejected, StoreError::Backend(_)), "{rejected}");
+        // Ends this session the way a shutdown does (SQLSTATE 57P01).
+        let ended = client
+            .batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            .await
+            .map_err(backend)
+            .unwrap_err();
+        assert!(matches!(ended, StoreError::Unavailable(_)), "{ended}");
+        let closed = client
+            .batch_execute("SELECT 1")
+            .await
+            .map_err(backend)
+            .unwrap_err();
+        assert!(matches!(closed, StoreError::Unavailable(_)), "{closed}");
+        drop(client);
+        // The pool replaces the lost connection.
+        assert!(
+            store
+                .client()
+                .await
+                .unwrap()
+                .batch_execute("SELECT 1")
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]
