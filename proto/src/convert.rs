@@ -270,7 +270,11 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
             dense: hits(r.dense),
             excluded_lexical: hits(r.excluded_lexical),
             excluded_dense: hits(r.excluded_dense),
-            tools: hits(r.tools),
+            tools: r
+                .tools
+                .into_iter()
+                .map(|t| std::sync::Arc::unwrap_or_clone(t).into())
+                .collect(),
             failures: hits(r.failures),
             lexical_ms: r.timings.lexical_ms,
             dense_ms: r.timings.dense_ms,
@@ -300,7 +304,7 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
             tools: r
                 .tools
                 .into_iter()
-                .map(TryInto::try_into)
+                .map(|t| t.try_into().map(std::sync::Arc::new))
                 .collect::<Result<_, _>>()?,
             failures: hits(r.failures),
             timings: ShardTimings {

@@ -25,58 +25,80 @@ pub(crate) const HEDGES: &str = "agentsearch_shard_hedges_total";
 pub(crate) const RETRIES: &str = "agentsearch_shard_retries_total";
 
 /// Chooses a replica per key for one search.
-pub(crate) struct Planner<'a> {
-    shards: &'a ShardSet,
-    /// Keys this search has given each shard so far.
-    planned: HashMap<String, usize>,
-    /// What one request in flight weighs against keys planned: a fair share of the search.
-    share: usize,
+pub(crate) struct Planner {
+    /// The shards this router knows, in id order, as the plan started: id, whether the last
+    /// probe reached it, and the load already on it (requests in flight, each weighing a fair
+    /// share of the search) plus the keys this search has given it so far.
+    known: Vec<Known>,
     /// Rotates ties, so idle replicas take turns across searches.
     salt: usize,
-    reachable: std::collections::BTreeSet<String>,
 }
 
-impl<'a> Planner<'a> {
+struct Known {
+    id: String,
+    reachable: bool,
+    load: usize,
+}
+
+impl Planner {
     /// A planner for a search of `keys` keys; `salt` (e.g. a hash of the request id) decides
-    /// among equally loaded replicas.
-    pub(crate) fn new(shards: &'a ShardSet, keys: usize, salt: usize) -> Self {
-        let reachable = shards.reachable_ids();
-        let share = keys.div_ceil(reachable.len().max(1)).max(1);
+    /// among equally loaded replicas. The shards' reachability and requests in flight are read
+    /// once, here.
+    pub(crate) fn new(shards: &ShardSet, keys: usize, salt: usize) -> Self {
+        let known = shards.load_by_id();
+        let reachable = known.iter().filter(|(_, reachable, _)| *reachable).count();
+        let share = keys.div_ceil(reachable.max(1)).max(1);
         Self {
-            shards,
-            planned: HashMap::new(),
-            share,
+            known: known
+                .into_iter()
+                .map(|(id, reachable, in_flight)| Known {
+                    id,
+                    reachable,
+                    load: in_flight * share,
+                })
+                .collect(),
             salt,
-            reachable,
         }
     }
 
     /// The replica of `replicas` (placement order) to ask, skipping those `skip` names and
     /// shards this router does not know; `None` when none is left.
+    #[cfg(test)]
     pub(crate) fn pick(
         &mut self,
         replicas: &[String],
         skip: impl Fn(&String) -> bool,
     ) -> Option<String> {
+        self.pick_known(replicas, skip)
+            .map(|k| self.known[k].id.clone())
+    }
+
+    /// [`Planner::pick`], as the position of the shard among those known.
+    fn pick_known(&mut self, replicas: &[String], skip: impl Fn(&String) -> bool) -> Option<usize> {
         let n = replicas.len().max(1);
-        let best = replicas
-            .iter()
-            .enumerate()
-            .filter(|(_, id)| !skip(id) && self.shards.get(id).is_some())
-            .min_by_key(|(i, id)| {
-                let unreachable = !self.reachable.contains(*id);
-                let load = self.planned.get(*id).copied().unwrap_or(0)
-                    + self.shards.in_flight(id) * self.share;
-                (unreachable, load, (i + self.salt) % n)
-            })
-            .map(|(_, id)| id.clone())?;
-        *self.planned.entry(best.clone()).or_default() += 1;
-        Some(best)
+        let mut best: Option<((bool, usize, usize), usize)> = None;
+        for (i, id) in replicas.iter().enumerate() {
+            let Ok(k) = self.known.binary_search_by(|s| s.id.as_str().cmp(id)) else {
+                continue;
+            };
+            if skip(id) {
+                continue;
+            }
+            let shard = &self.known[k];
+            let key = (!shard.reachable, shard.load, (i + self.salt) % n);
+            if best.is_none_or(|(b, _)| key < b) {
+                best = Some((key, k));
+            }
+        }
+        let (_, k) = best?;
+        self.known[k].load += 1;
+        Some(k)
     }
 }
 
 /// Groups `keys` by the replica each is read from ([`Planner::pick`] over `replicas(key)`,
 /// without the shards `skip(key, shard)` names); keys with no replica left come apart, in order.
+/// Groups come in shard id order.
 pub(crate) fn assign<'r, K: Clone>(
     shards: &ShardSet,
     salt: usize,
@@ -85,15 +107,21 @@ pub(crate) fn assign<'r, K: Clone>(
     skip: impl Fn(&K, &String) -> bool,
 ) -> Alternatives<K> {
     let mut planner = Planner::new(shards, keys.len(), salt);
-    let mut groups: BTreeMap<String, Vec<K>> = BTreeMap::new();
+    let mut groups: Vec<Vec<K>> = vec![Vec::new(); planner.known.len()];
     let mut orphans = Vec::new();
     for key in keys {
-        match planner.pick(replicas(key), |s| skip(key, s)) {
-            Some(id) => groups.entry(id).or_default().push(key.clone()),
+        match planner.pick_known(replicas(key), |s| skip(key, s)) {
+            Some(k) => groups[k].push(key.clone()),
             None => orphans.push(key.clone()),
         }
     }
-    (groups.into_iter().collect(), orphans)
+    let groups = groups
+        .into_iter()
+        .zip(planner.known)
+        .filter(|(keys, _)| !keys.is_empty())
+        .map(|(keys, shard)| (shard.id, keys))
+        .collect();
+    (groups, orphans)
 }
 
 /// The replicas that missed writes, by kind and key (see [`crate::cluster::quorum`]).
@@ -119,6 +147,9 @@ impl StaleSet {
     /// Whether a read of `key` should not go to `shard`: it is a stale replica and another one
     /// of `replicas` is not (when every replica is stale, any copy beats no answer).
     pub(crate) fn skips(&self, kind: &str, key: &str, replicas: &[String], shard: &str) -> bool {
+        if self.by_kind.is_empty() {
+            return false;
+        }
         let Some(stale) = self.by_kind.get(kind).and_then(|keys| keys.get(key)) else {
             return false;
         };

@@ -921,6 +921,27 @@ impl ShardSet {
             .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Every shard known by id, in id order, with whether the last probe reached it and the
+    /// requests in flight on it now: what a search plan reads, under one lock.
+    pub(crate) fn load_by_id(&self) -> Vec<(String, bool, usize)> {
+        let members = self.inner.read();
+        members
+            .by_id
+            .keys()
+            .map(|id| {
+                let reachable = members
+                    .slots
+                    .iter()
+                    .any(|s| s.reachable && s.id.as_deref() == Some(id.as_str()));
+                let in_flight = members
+                    .in_flight
+                    .get(id)
+                    .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed));
+                (id.clone(), reachable, in_flight)
+            })
+            .collect()
+    }
+
     /// A set of shards known by id and reachable, without probing them (unit tests).
     #[cfg(test)]
     pub(crate) fn fixed(clients: impl IntoIterator<Item = (String, ShardClient)>) -> Self {

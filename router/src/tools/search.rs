@@ -550,7 +550,7 @@ impl Router {
             excluded_dense.push(answer.excluded_dense);
             generations.extend(answer.generations);
             for tool in answer.tools {
-                records.insert(tool.name.clone(), Arc::new(tool));
+                records.insert(tool.name.clone(), tool);
             }
         }
         // A query naming a tool the retrievers missed: look the name up, so it can rank first.
@@ -1450,6 +1450,44 @@ fn normalise_name(text: &str) -> String {
     identifier_pieces(text).join("_")
 }
 
+/// [`normalise_name`] into `out` (cleared first), without allocating for ASCII text: a search
+/// normalises every candidate's name.
+fn normalise_name_into(text: &str, out: &mut String) {
+    out.clear();
+    if !text.is_ascii() {
+        out.push_str(&normalise_name(text));
+        return;
+    }
+    // The pieces of `identifier_pieces`: runs of letters and digits, split before a capital
+    // that follows a lowercase letter or a digit, or that ends a run of capitals before a
+    // lowercase letter.
+    let bytes = text.as_bytes();
+    let mut in_piece = false;
+    for (i, &c) in bytes.iter().enumerate() {
+        if !c.is_ascii_alphanumeric() {
+            in_piece = false;
+            continue;
+        }
+        if in_piece {
+            let prev = bytes[i - 1];
+            let next = bytes.get(i + 1).copied();
+            let boundary = c.is_ascii_uppercase()
+                && (prev.is_ascii_lowercase()
+                    || prev.is_ascii_digit()
+                    || (prev.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())));
+            if boundary {
+                out.push('_');
+            }
+        } else {
+            if !out.is_empty() {
+                out.push('_');
+            }
+            in_piece = true;
+        }
+        out.push(c.to_ascii_lowercase() as char);
+    }
+}
+
 /// Whether a word of a query looks like an identifier: it has `_` or `.` inside, or a capital
 /// after its first letter (`SLACK_POST_MESSAGE`, `slack.post`, `createIssue`), and two pieces or
 /// more.
@@ -1502,8 +1540,9 @@ pub(crate) fn named_tools<'a>(query: &str, names: impl Iterator<Item = &'a str>)
         .collect();
     let mut exact = Vec::new();
     let mut near = Vec::new();
+    let mut normalised = String::new();
     for name in names {
-        let normalised = normalise_name(name);
+        normalise_name_into(name, &mut normalised);
         if normalised == whole || words.contains(&normalised) {
             exact.push(name.to_string());
         } else if normalised.len() >= 10
@@ -1531,6 +1570,22 @@ mod tests {
             name: name.into(),
             integration: "i".into(),
             score,
+        }
+    }
+
+    proptest::proptest! {
+        /// The allocation-free normalisation is the pieces joined, for any text.
+        #[test]
+        fn names_normalise_in_place_as_their_pieces_joined(
+            text in proptest::prop_oneof![
+                "[a-zA-Z0-9_. -]{0,24}",
+                "[A-Z]{0,4}[a-z0-9]{0,4}[A-Z_]{0,4}[a-z]{0,3}",
+                "\\PC{0,16}",
+            ]
+        ) {
+            let mut out = String::from("left over");
+            normalise_name_into(&text, &mut out);
+            proptest::prop_assert_eq!(out, normalise_name(&text));
         }
     }
 

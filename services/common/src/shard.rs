@@ -245,8 +245,9 @@ pub struct ShardSearchResponse {
     /// empty when no ceiling is set.
     pub excluded_lexical: Vec<Hit>,
     pub excluded_dense: Vec<Hit>,
-    /// The stored tool of every eligible hit.
-    pub tools: Vec<ToolRecord>,
+    /// The stored tool of every eligible hit (shared with the index that holds it: an in-process
+    /// shard answers without copying records).
+    pub tools: Vec<std::sync::Arc<ToolRecord>>,
     /// Parts that failed; the rest of the answer is still valid.
     pub failures: Vec<PartFailure>,
     /// Time spent in each retriever over all indexes, and assembling the answer (diagnostics).

@@ -558,7 +558,7 @@ pub(crate) fn answer<'a, P: Copy>(
         .iter()
         .chain(dense.iter())
         .filter(|(hit, ..)| seen.insert(hit.name.clone()))
-        .map(|(_, record, _)| (**record).clone())
+        .map(|(_, record, _)| record.clone())
         .collect();
     let mut generations = std::collections::BTreeMap::new();
     for &(_, _, source) in [&lexical, &excluded_lexical, &dense, &excluded_dense]
