@@ -73,7 +73,9 @@ impl Planner {
             .map(|k| self.known[k].id.clone())
     }
 
-    /// [`Planner::pick`], as the position of the shard among those known.
+    /// The replica of `replicas` (placement order) to ask, as its position among the shards
+    /// known, skipping those `skip` names and shards this router does not know; `None` when none
+    /// is left.
     fn pick_known(&mut self, replicas: &[String], skip: impl Fn(&String) -> bool) -> Option<usize> {
         let n = replicas.len().max(1);
         let mut best: Option<((bool, usize, usize), usize)> = None;
@@ -96,7 +98,7 @@ impl Planner {
     }
 }
 
-/// Groups `keys` by the replica each is read from ([`Planner::pick`] over `replicas(key)`,
+/// Groups `keys` by the replica each is read from (`Planner::pick_known` over `replicas(key)`,
 /// without the shards `skip(key, shard)` names); keys with no replica left come apart, in order.
 /// Groups come in shard id order.
 pub(crate) fn assign<'r, K: Clone>(

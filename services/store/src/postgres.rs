@@ -29,7 +29,8 @@ pub struct PgStore {
 
 /// A failed call's error. The connection lost (closed, reset, or ended by a server shutting
 /// down) or a server refusing connections is [`StoreError::Unavailable`], which callers may retry
-/// once the store is back; anything else is a backend error.
+/// once the store is back (a transaction whose connection was lost during its COMMIT may or may
+/// not have been applied); anything else is a backend error.
 fn backend<E: std::error::Error + 'static>(e: E) -> StoreError {
     if connection_lost(&e) {
         StoreError::Unavailable(e.to_string())
@@ -39,8 +40,10 @@ fn backend<E: std::error::Error + 'static>(e: E) -> StoreError {
 }
 
 /// Whether `e`, or an error it wraps, says the connection to the server is gone or cannot be
-/// had: a closed connection, an I/O error, SQLSTATE class 08 (connection exception), 57P01-57P03
-/// (the server shutting down, crashed, or starting) or 53300 (too many connections).
+/// had: a closed connection, an I/O error of a lost connection (not one of encoding or parsing a
+/// message, which the driver also reports as I/O), SQLSTATE class 08 (connection exception) but
+/// 08P01 (a protocol violation), 57P01-57P03 (the server shutting down, crashed, or starting) or
+/// 53300 (too many connections).
 fn connection_lost(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);
     while let Some(err) = next {
@@ -50,13 +53,27 @@ fn connection_lost(e: &(dyn std::error::Error + 'static)) -> bool {
             }
             if let Some(state) = pg.code() {
                 let code = state.code();
-                if code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300") {
+                if (code.starts_with("08") && code != "08P01")
+                    || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+                {
                     return true;
                 }
             }
         }
-        if err.is::<std::io::Error>() {
-            return true;
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset
+                    | ConnectionAborted
+                    | ConnectionRefused
+                    | NotConnected
+                    | BrokenPipe
+                    | UnexpectedEof
+                    | TimedOut
+            ) {
+                return true;
+            }
         }
         next = err.source();
     }
