@@ -925,14 +925,17 @@ impl ShardSet {
     /// requests in flight on it now: what a search plan reads, under one lock.
     pub(crate) fn load_by_id(&self) -> Vec<(String, bool, usize)> {
         let members = self.inner.read();
+        let reachable: std::collections::BTreeSet<&str> = members
+            .slots
+            .iter()
+            .filter(|s| s.reachable)
+            .filter_map(|s| s.id.as_deref())
+            .collect();
         members
             .by_id
             .keys()
             .map(|id| {
-                let reachable = members
-                    .slots
-                    .iter()
-                    .any(|s| s.reachable && s.id.as_deref() == Some(id.as_str()));
+                let reachable = reachable.contains(id.as_str());
                 let in_flight = members
                     .in_flight
                     .get(id)

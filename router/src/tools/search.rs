@@ -11,7 +11,7 @@ use agentsearch_common::shard::{
     Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ShardSearchRequest, ShardSearchResponse,
     TermStats, TermStatsRequest,
 };
-use agentsearch_common::tool::{SideEffect, ToolRecord, identifier_pieces};
+use agentsearch_common::tool::{SideEffect, ToolRecord, each_piece, identifier_pieces};
 use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
@@ -1450,42 +1450,21 @@ fn normalise_name(text: &str) -> String {
     identifier_pieces(text).join("_")
 }
 
-/// [`normalise_name`] into `out` (cleared first), without allocating for ASCII text: a search
+/// [`normalise_name`] into `out` (cleared first), without allocating for ASCII names: a search
 /// normalises every candidate's name.
 fn normalise_name_into(text: &str, out: &mut String) {
     out.clear();
-    if !text.is_ascii() {
-        out.push_str(&normalise_name(text));
-        return;
-    }
-    // The pieces of `identifier_pieces`: runs of letters and digits, split before a capital
-    // that follows a lowercase letter or a digit, or that ends a run of capitals before a
-    // lowercase letter.
-    let bytes = text.as_bytes();
-    let mut in_piece = false;
-    for (i, &c) in bytes.iter().enumerate() {
-        if !c.is_ascii_alphanumeric() {
-            in_piece = false;
-            continue;
+    each_piece(text, |start, end| {
+        if !out.is_empty() {
+            out.push('_');
         }
-        if in_piece {
-            let prev = bytes[i - 1];
-            let next = bytes.get(i + 1).copied();
-            let boundary = c.is_ascii_uppercase()
-                && (prev.is_ascii_lowercase()
-                    || prev.is_ascii_digit()
-                    || (prev.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())));
-            if boundary {
-                out.push('_');
-            }
+        let piece = &text[start..end];
+        if piece.is_ascii() {
+            out.extend(piece.bytes().map(|b| char::from(b.to_ascii_lowercase())));
         } else {
-            if !out.is_empty() {
-                out.push('_');
-            }
-            in_piece = true;
+            out.push_str(&piece.to_lowercase());
         }
-        out.push(c.to_ascii_lowercase() as char);
-    }
+    });
 }
 
 /// Whether a word of a query looks like an identifier: it has `_` or `.` inside, or a capital

@@ -512,36 +512,44 @@ pub fn identifier_pieces(text: &str) -> Vec<String> {
 /// Byte ranges of the pieces of `text`; see [`identifier_pieces`].
 pub fn piece_bounds(text: &str) -> Vec<(usize, usize)> {
     let mut bounds = Vec::new();
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    each_piece(text, |start, end| bounds.push((start, end)));
+    bounds
+}
+
+/// Calls `piece` with the byte range of each piece of `text`, in order, without allocating; see
+/// [`identifier_pieces`].
+pub fn each_piece(text: &str, mut piece: impl FnMut(usize, usize)) {
     let mut start: Option<usize> = None;
-    for i in 0..chars.len() {
-        let (pos, c) = chars[i];
+    // The character before the current one (inside the current piece when `start` is set).
+    let mut prev = '\0';
+    let mut chars = text.char_indices().peekable();
+    while let Some((pos, c)) = chars.next() {
         if !c.is_alphanumeric() {
             if let Some(s) = start.take() {
-                bounds.push((s, pos));
+                piece(s, pos);
             }
+            prev = c;
             continue;
         }
         if let Some(s) = start {
-            let prev = chars[i - 1].1;
-            let next = chars.get(i + 1).map(|&(_, n)| n);
+            let next = chars.peek().map(|&(_, n)| n);
             // lower/digit -> Upper: `getWeather`; Upper -> Upper+lower: the `R` of `HTTPResponse`.
             let boundary = (c.is_uppercase() && (prev.is_lowercase() || prev.is_ascii_digit()))
                 || (c.is_uppercase()
                     && prev.is_uppercase()
                     && next.is_some_and(|n| n.is_lowercase()));
             if boundary {
-                bounds.push((s, pos));
+                piece(s, pos);
                 start = Some(pos);
             }
         } else {
             start = Some(pos);
         }
+        prev = c;
     }
     if let Some(s) = start {
-        bounds.push((s, text.len()));
+        piece(s, text.len());
     }
-    bounds
 }
 
 #[cfg(test)]

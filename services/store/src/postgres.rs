@@ -2107,24 +2107,19 @@ mod tests {
     async fn a_lost_connection_is_unavailable_and_a_bad_statement_is_not() {
         let store = PgStore::connect(&url(), "t_lost", 2).await.unwrap();
         let client = store.client().await.unwrap();
-        let rejected = client
-            .batch_execute("SELECT no_such_column FROM no_such_table")
-            .await
-            .map_err(backend)
-            .unwrap_err();
+        let fails = async |sql: &str| {
+            client
+                .batch_execute(sql)
+                .await
+                .map_err(backend)
+                .unwrap_err()
+        };
+        let rejected = fails("SELECT no_such_column FROM no_such_table").await;
         assert!(matches!(rejected, StoreError::Backend(_)), "{rejected}");
         // Ends this session the way a shutdown does (SQLSTATE 57P01).
-        let ended = client
-            .batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
-            .await
-            .map_err(backend)
-            .unwrap_err();
+        let ended = fails("SELECT pg_terminate_backend(pg_backend_pid())").await;
         assert!(matches!(ended, StoreError::Unavailable(_)), "{ended}");
-        let closed = client
-            .batch_execute("SELECT 1")
-            .await
-            .map_err(backend)
-            .unwrap_err();
+        let closed = fails("SELECT 1").await;
         assert!(matches!(closed, StoreError::Unavailable(_)), "{closed}");
         drop(client);
         // The pool replaces the lost connection.
