@@ -12,7 +12,8 @@
 //!
 //! Memory: segment text stays on disk (read from the tantivy store only for returned segments);
 //! in memory are, per vector id, its record and ordinal, and per record its id, display name,
-//! generation, principal tokens (interned: records of one ACL share them) and its vector ids.
+//! generation, principal tokens (interned: records of one ACL share them, and each interned set
+//! has a number) and its vector ids; beside each vector, the number of its record's set.
 //!
 //! Visibility is a security boundary: a segment is visible to a caller only if its record's
 //! principal tokens share one with the caller's in that sync. Invisible segments are dropped before
@@ -46,7 +47,7 @@ use crate::analyzer::{self, ANALYZER};
 use crate::check_path_component;
 use crate::error::{IndexError, Result};
 use crate::lexical::{self, LexicalQuery, ScoreBuffers};
-use crate::segment_vectors::{DenseConfig, Vectors};
+use crate::segment_vectors::{DenseConfig, UNTAGGED, Vectors};
 use crate::structured::{self, Highlighter, Source, Target};
 use crate::tool_index::Structured;
 use crate::tool_index::{
@@ -288,6 +289,8 @@ struct Record {
     display_name: Option<Box<str>>,
     generation: u64,
     principals: Principals,
+    /// The number of `principals` ([`State::sets`]), which also tags the record's vectors.
+    set: u32,
     /// The vector ids of its segments, by ordinal.
     vector_ids: Box<[u64]>,
     /// Its numeric, date (milliseconds) and boolean (0 or 1) values, by position in
@@ -302,15 +305,22 @@ struct State {
     id_columns: Vec<tantivy::columnar::Column<u64>>,
     /// Records by slot (`None`: a free slot, listed in `free`).
     records: Vec<Option<Record>>,
+    /// Each slot's record's principal set number ([`UNTAGGED`] for a free slot): what the
+    /// lexical retriever's permission check reads, 4 bytes per record rather than the record.
+    record_sets: Vec<u32>,
     free: Vec<u32>,
     slots: HashMap<Arc<str>, u32>,
     /// Vector id -> (record slot, ordinal).
     segments: IdMapOf<(u32, u32)>,
-    /// Every principal set in use, with the sum of the generations of the records that use it
-    /// (what [`SegmentIndex::visible_generation`] adds up, per set rather than per record).
-    interned: HashMap<Principals, u64>,
-    /// The interned sets holding each token.
-    by_token: HashMap<Box<str>, Vec<Principals>>,
+    /// Every principal set in use by its number (`None`: a free number, listed in `free_sets`),
+    /// with the sum of the generations of the records that use it (what
+    /// [`SegmentIndex::visible_generation`] adds up, per set rather than per record).
+    sets: Vec<Option<(Principals, u64)>>,
+    free_sets: Vec<u32>,
+    /// The number of each set in use.
+    interned: HashMap<Principals, u32>,
+    /// The numbers of the sets holding each token.
+    by_token: HashMap<Box<str>, Vec<u32>>,
     vectors: Option<Vectors>,
     generation: u64,
 }
@@ -321,9 +331,12 @@ impl State {
             id_columns: id_columns(&searcher)?,
             searcher,
             records: Vec::new(),
+            record_sets: Vec::new(),
             free: Vec::new(),
             slots: HashMap::new(),
             segments: IdMapOf::default(),
+            sets: Vec::new(),
+            free_sets: Vec::new(),
             interned: HashMap::new(),
             by_token: HashMap::new(),
             vectors: None,
@@ -331,63 +344,78 @@ impl State {
         })
     }
 
-    fn intern(&mut self, principals: &[String]) -> Principals {
+    /// The interned set of `principals` and its number (a new number if no record uses it yet).
+    fn intern(&mut self, principals: &[String]) -> (Principals, u32) {
         let mut tokens: Vec<&str> = principals.iter().map(String::as_str).collect();
         tokens.sort_unstable();
         tokens.dedup();
         let tokens: Box<[Box<str>]> = tokens.into_iter().map(Box::from).collect();
-        if let Some((shared, _)) = self.interned.get_key_value(&*tokens) {
-            return shared.clone();
+        if let Some((shared, &number)) = self.interned.get_key_value(&*tokens) {
+            return (shared.clone(), number);
         }
         let shared: Principals = Arc::from(tokens);
-        self.interned.insert(shared.clone(), 0);
+        let entry = Some((shared.clone(), 0));
+        let number = match self.free_sets.pop() {
+            Some(number) => {
+                self.sets[number as usize] = entry;
+                number
+            }
+            None => {
+                self.sets.push(entry);
+                (self.sets.len() - 1) as u32
+            }
+        };
+        self.interned.insert(shared.clone(), number);
         for token in shared.iter() {
-            self.by_token
-                .entry(token.clone())
-                .or_default()
-                .push(shared.clone());
+            self.by_token.entry(token.clone()).or_default().push(number);
         }
-        shared
+        (shared, number)
     }
 
-    /// Drops interned principal sets no record uses any more.
+    /// Drops interned principal sets no record uses any more; their numbers are free again (no
+    /// vector is tagged with them: a record's vectors leave with it).
     fn prune_interned(&mut self) {
-        // Held by the two maps alone (once in `interned`, once per token in `by_token`).
-        let unused = |p: &Principals| Arc::strong_count(p) == 1 + p.len();
-        let gone: Vec<Principals> = self
-            .interned
-            .keys()
-            .filter(|p| unused(p))
-            .cloned()
+        // Held by `sets` and `interned` alone.
+        let gone: Vec<u32> = self
+            .sets
+            .iter()
+            .enumerate()
+            .filter(|(_, set)| set.as_ref().is_some_and(|(p, _)| Arc::strong_count(p) == 2))
+            .map(|(number, _)| number as u32)
             .collect();
         if gone.is_empty() {
             return;
         }
-        let address = |p: &Principals| Arc::as_ptr(p) as *const Box<str> as usize;
-        let gone_at: HashSet<usize> = gone.iter().map(address).collect();
-        let tokens: HashSet<&str> = gone.iter().flat_map(|p| p.iter().map(|t| &**t)).collect();
+        let numbers: HashSet<u32> = gone.iter().copied().collect();
+        let mut tokens: HashSet<Box<str>> = HashSet::new();
+        for &number in &gone {
+            if let Some((set, _)) = self.sets[number as usize].take() {
+                tokens.extend(set.iter().cloned());
+                self.interned.remove(&set);
+            }
+            self.free_sets.push(number);
+        }
         // One pass per token concerned, however many of its sets go.
         for token in tokens {
-            if let Some(sets) = self.by_token.get_mut(token) {
-                sets.retain(|s| !gone_at.contains(&address(s)));
+            if let Some(sets) = self.by_token.get_mut(&token) {
+                sets.retain(|n| !numbers.contains(n));
                 if sets.is_empty() {
-                    self.by_token.remove(token);
+                    self.by_token.remove(&token);
                 }
             }
-        }
-        for set in &gone {
-            self.interned.remove(set);
         }
     }
 
     /// Sum of the generations of the records whose principal sets share a token with `caller`.
     fn visible_generation(&self, caller: &[String]) -> u64 {
-        let mut seen: HashSet<usize, foldhash::fast::RandomState> = HashSet::default();
+        let mut seen: HashSet<u32, foldhash::fast::RandomState> = HashSet::default();
         let mut total = 0u64;
         for token in caller {
-            for set in self.by_token.get(token.as_str()).into_iter().flatten() {
-                if seen.insert(Arc::as_ptr(set) as *const Box<str> as usize) {
-                    total = total.wrapping_add(self.interned.get(set).copied().unwrap_or(0));
+            for &number in self.by_token.get(token.as_str()).into_iter().flatten() {
+                if seen.insert(number)
+                    && let Some(Some((_, sum))) = self.sets.get(number as usize)
+                {
+                    total = total.wrapping_add(*sum);
                 }
             }
         }
@@ -410,14 +438,16 @@ impl State {
             Some(slot) => slot,
             None => {
                 self.records.push(None);
+                self.record_sets.push(UNTAGGED);
                 (self.records.len() - 1) as u32
             }
         };
+        self.record_sets[slot as usize] = record.set;
         for (ordinal, &id) in record.vector_ids.iter().enumerate() {
             self.segments.insert(id, (slot, ordinal as u32));
         }
         self.slots.insert(record.id.clone(), slot);
-        if let Some(sum) = self.interned.get_mut(&record.principals) {
+        if let Some(Some((_, sum))) = self.sets.get_mut(record.set as usize) {
             *sum = sum.wrapping_add(record.generation);
         }
         self.records[slot as usize] = Some(record);
@@ -426,11 +456,12 @@ impl State {
     fn remove(&mut self, record_id: &str) -> Option<Record> {
         let slot = self.slots.remove(record_id)?;
         let record = self.records[slot as usize].take()?;
+        self.record_sets[slot as usize] = UNTAGGED;
         self.free.push(slot);
         for id in record.vector_ids.iter() {
             self.segments.remove(id);
         }
-        if let Some(sum) = self.interned.get_mut(&record.principals) {
+        if let Some(Some((_, sum))) = self.sets.get_mut(record.set as usize) {
             *sum = sum.wrapping_sub(record.generation);
         }
         Some(record)
@@ -441,33 +472,34 @@ impl State {
     }
 }
 
-/// A caller's principal tokens in one sync and the decisions of one query, per principal set.
-/// Lives no longer than the state lock it was used under: the cache is keyed by the address of
-/// interned sets.
-struct Visibility<'a> {
-    /// (Hashed with foldhash, not SipHash: every candidate row of every search asks.)
-    caller: HashSet<&'a str, foldhash::fast::RandomState>,
-    decided: HashMap<usize, bool, foldhash::fast::RandomState>,
+/// The principal sets a caller's tokens open in one state of a sync, by number: a record (and each
+/// of its vectors) is visible if its set is one of them. Lives no longer than the state lock it
+/// was made under: a set's number is reused once no record uses it.
+struct Visibility {
+    /// Bit `n` set: set number `n` holds one of the caller's tokens.
+    open: Vec<u64>,
 }
 
-impl<'a> Visibility<'a> {
-    fn new(principals: &'a [String]) -> Self {
-        Visibility {
-            caller: principals.iter().map(String::as_str).collect(),
-            decided: HashMap::default(),
+impl Visibility {
+    fn new(state: &State, principals: &[String]) -> Self {
+        let mut open = vec![0u64; state.sets.len().div_ceil(64)];
+        for token in principals {
+            for &number in state.by_token.get(token.as_str()).into_iter().flatten() {
+                open[number as usize / 64] |= 1 << (number % 64);
+            }
         }
+        Visibility { open }
     }
 
-    fn sees(&mut self, record: &Record) -> bool {
-        if self.caller.is_empty() {
-            return false;
-        }
-        let key = Arc::as_ptr(&record.principals) as *const Box<str> as usize;
-        let caller = &self.caller;
-        *self
-            .decided
-            .entry(key)
-            .or_insert_with(|| record.principals.iter().any(|t| caller.contains(&**t)))
+    /// Whether set number `set` is open to the caller (a number no set has is not).
+    fn sees_set(&self, set: u32) -> bool {
+        self.open
+            .get(set as usize / 64)
+            .is_some_and(|word| word >> (set % 64) & 1 == 1)
+    }
+
+    fn sees(&self, record: &Record) -> bool {
+        self.sees_set(record.set)
     }
 }
 
@@ -642,6 +674,41 @@ fn best(mut candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
     candidates.sort_by(candidate_order);
     candidates.truncate(limit);
     candidates
+}
+
+/// A segment that matched, before its record is read: the record's slot instead of its id.
+struct Matched {
+    score: f32,
+    vector_id: u64,
+    slot: u32,
+    ordinal: u32,
+}
+
+/// [`best`] of `matched`, whose records are read only for the best `limit` (and ties at the cut).
+fn best_matched(state: &State, mut matched: Vec<Matched>, limit: usize) -> Vec<Candidate> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    if matched.len() > limit {
+        matched.select_nth_unstable_by(limit - 1, |a, b| {
+            (b.score + 0.0).total_cmp(&(a.score + 0.0))
+        });
+        let cut = matched[limit - 1].score;
+        matched.retain(|m| m.score >= cut);
+    }
+    let candidates = matched
+        .into_iter()
+        .filter_map(|m| {
+            let record = state.records.get(m.slot as usize)?.as_ref()?;
+            Some(Candidate {
+                score: m.score,
+                vector_id: m.vector_id,
+                record_id: record.id.clone(),
+                ordinal: m.ordinal,
+            })
+        })
+        .collect();
+    best(candidates, limit)
 }
 
 /// One sync's segments on one shard.
@@ -929,6 +996,8 @@ impl SegmentIndex {
                 state.vectors = Some(v);
             }
             let mut removed: Vec<u64> = Vec::new();
+            // Each new vector's tag: its record's principal set (`labels` is in batch order).
+            let mut tags: Vec<u32> = Vec::with_capacity(labels.len());
             for (i, segments) in &batch {
                 let record = &records[*i];
                 if let Some(old) = state.remove(&record.record_id) {
@@ -937,12 +1006,14 @@ impl SegmentIndex {
                 if segments.is_empty() {
                     continue;
                 }
-                let principals = state.intern(&record.principals);
+                let (principals, set) = state.intern(&record.principals);
+                tags.extend(std::iter::repeat_n(set, segments.len()));
                 state.insert(Record {
                     id: Arc::from(record.record_id.as_str()),
                     display_name: record.display_name.as_deref().map(Box::from),
                     generation: record.generation,
                     principals,
+                    set,
                     vector_ids: segments.iter().map(|(id, _)| *id).collect(),
                     numbers: numbers_of(
                         fields,
@@ -956,7 +1027,7 @@ impl SegmentIndex {
             state.prune_interned();
             if let Some(vectors) = state.vectors.as_mut() {
                 vectors.remove(&removed);
-                vectors.add(&labels, &flat, &lists);
+                vectors.add(&labels, &flat, &lists, &tags);
             } else if !labels.is_empty() {
                 return Err(IndexError::Corrupt("no vector index".into()));
             }
@@ -1046,7 +1117,7 @@ impl SegmentIndex {
         if principals.is_empty() || (!by_words && allowed.is_none()) {
             return Ok((Vec::new(), 0));
         }
-        let mut visibility = Visibility::new(principals);
+        let visibility = Visibility::new(state, principals);
         let fields = self.fields.text_fields();
         let mut candidates = Vec::new();
         // With `allowed`, every document of a segment (a node may allow what holds no word).
@@ -1071,9 +1142,9 @@ impl SegmentIndex {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
                     continue;
                 }
-                let Some((id, record, ordinal)) = ids
+                let Some((id, &(slot, ordinal))) = ids
                     .first(doc)
-                    .and_then(|id| state.segment(id).map(|(r, o)| (id, r, o)))
+                    .and_then(|id| state.segments.get(&id).map(|place| (id, place)))
                 else {
                     continue;
                 };
@@ -1086,19 +1157,20 @@ impl SegmentIndex {
                         Some(structured) => words + structured.unwrap_or(0.0),
                     },
                 };
-                if !visibility.sees(record) {
+                let set = state.record_sets.get(slot as usize).copied();
+                if !set.is_some_and(|set| visibility.sees_set(set)) {
                     continue;
                 }
-                candidates.push(Candidate {
+                candidates.push(Matched {
                     score,
                     vector_id: id,
-                    record_id: record.id.clone(),
+                    slot,
                     ordinal,
                 });
             }
         }
         let matched = candidates.len() as u64;
-        Ok((best(candidates, limit), matched))
+        Ok((best_matched(state, candidates, limit), matched))
     }
 
     /// Both retrievers restricted by a structured query, on one state: what it allows
@@ -1141,7 +1213,7 @@ impl SegmentIndex {
         let dense =
             vector.map(|vector| self.dense_in(&state, vector, principals, limit, Some(&allowed)));
         let matched = structured.count_exactly.then(|| {
-            let mut visibility = Visibility::new(principals);
+            let visibility = Visibility::new(&state, principals);
             let mut records: HashSet<*const Record> = HashSet::new();
             for id in allowed.keys() {
                 if let Some((record, _)) = state.segment(*id)
@@ -1194,14 +1266,12 @@ impl SegmentIndex {
             // Nothing here is readable by the caller: no scan.
             return Ok(Vec::new());
         }
-        let mut visibility = Visibility::new(principals);
+        let visibility = Visibility::new(state, principals);
         // Asked only of rows that could enter the best so far: the filter is exact (nothing
-        // invisible is ranked or displaces a visible segment) and costs a few lookups per query.
-        let admitted = vectors.search(query, limit, &self.dense, |id| {
-            allowed.is_none_or(|a| a.contains_key(&id))
-                && state
-                    .segment(id)
-                    .is_some_and(|(record, _)| visibility.sees(record))
+        // invisible is ranked or displaces a visible segment). A row's tag is its record's set,
+        // so the permission check reads the list being scanned and a bit of the caller's sets.
+        let admitted = vectors.search(query, limit, &self.dense, |id, set| {
+            visibility.sees_set(set) && allowed.is_none_or(|a| a.contains_key(&id))
         })?;
         let found = admitted
             .into_iter()
@@ -1227,7 +1297,7 @@ impl SegmentIndex {
         principals: &[String],
     ) -> Result<Vec<Option<(SegmentData, RecordInfo)>>> {
         let state = self.state.read();
-        let mut visibility = Visibility::new(principals);
+        let visibility = Visibility::new(&state, principals);
         let mut out = Vec::with_capacity(segments.len());
         for &(id, record_id, ordinal) in segments {
             let found = match state.segment(id) {
@@ -1269,7 +1339,7 @@ impl SegmentIndex {
             return Ok(None);
         };
         let count = record.vector_ids.len() as u32;
-        if ordinal >= count || !Visibility::new(principals).sees(record) {
+        if ordinal >= count || !Visibility::new(&state, principals).sees(record) {
             return Ok(None);
         }
         let from = ordinal.saturating_sub(before);
@@ -1643,28 +1713,31 @@ fn load_state(
                 "record `{record_id}` has segment ordinals with gaps or repeats"
             )));
         }
-        let principals = state.intern(&record.principals);
+        let (principals, set) = state.intern(&record.principals);
         state.insert(Record {
             id: Arc::from(record_id.as_str()),
             display_name: record.display_name.map(Box::from),
             generation: record.generation,
             principals,
+            set,
             vector_ids: record.segments.iter().map(|(_, id)| *id).collect(),
             numbers: record.numbers,
         });
     }
     let snapshot = dir.and_then(|dir| read_vectors(dir, generation));
-    match snapshot {
+    let mut vectors = match snapshot {
         Some(loaded)
             if loaded.len() == state.segment_count()
                 && loaded.ids().all(|id| state.segments.contains_key(&id)) =>
         {
-            state.vectors = Some(loaded);
+            Some(loaded)
         }
-        _ => {
-            state.vectors = rebuild(&state.searcher, fields)?;
-        }
+        _ => rebuild(&state.searcher, fields)?,
+    };
+    if let Some(vectors) = vectors.as_mut() {
+        vectors.retag(|id| state.segment(id).map(|(record, _)| record.set))?;
     }
+    state.vectors = vectors;
     Ok(state)
 }
 

@@ -14,6 +14,9 @@
 //! the lists are read, never after a cut: once `limit` rows have been admitted, a row is checked
 //! only if it could score at least the lowest of the best so far, so an exact search needs one pass
 //! whatever the share of visible rows (a caller who may read few rows has every row read checked).
+//! Each row carries a tag beside its id, the owner's number for what the filter decides on (the
+//! segment index tags a row with its record's principal set), so that the check of a row reads
+//! the list it is scanning rather than a map of every id.
 //!
 //! Vectors join the list of their nearest centroid as they are written; the centroids are trained
 //! again once the index has doubled since they were.
@@ -65,10 +68,15 @@ const TRAIN_ITERATIONS: u32 = 12;
 const ASSIGN_BATCH: usize = 8192;
 /// Snapshot file format, first eight bytes.
 const MAGIC: &[u8; 8] = b"ASIVF002";
+/// The tag of a row read from a snapshot or built from rows, until [`Vectors::retag`]: no
+/// owner's number, so a filter deciding by tag admits nothing rather than the wrong rows.
+pub(crate) const UNTAGGED: u32 = u32::MAX;
 
 #[derive(Default)]
 struct List {
     ids: Vec<u64>,
+    /// Each row's tag ([`UNTAGGED`] until [`Vectors::retag`] gives it one).
+    tags: Vec<u32>,
     /// `ids.len() x dim`, row-major.
     data: Vec<f32>,
     /// The rows as 8-bit codes (`ids.len() x dim`), what a search scans.
@@ -86,6 +94,7 @@ impl List {
             rows.push(codes::encode(row, &mut codes));
         }
         Self {
+            tags: vec![UNTAGGED; ids.len()],
             ids,
             data,
             codes,
@@ -182,12 +191,18 @@ impl Vectors {
         Ok(lists)
     }
 
-    /// Adds each id's vector (rows of `flat`) to its list (`lists`, from [`Vectors::assign`]),
-    /// replacing the vector an id already has.
-    pub(crate) fn add(&mut self, ids: &[u64], flat: &[f32], lists: &[u32]) {
+    /// Adds each id's vector (rows of `flat`) to its list (`lists`, from [`Vectors::assign`]) with
+    /// its tag (`tags`), replacing the vector an id already has.
+    pub(crate) fn add(&mut self, ids: &[u64], flat: &[f32], lists: &[u32], tags: &[u32]) {
         debug_assert_eq!(ids.len() * self.dim, flat.len());
         debug_assert_eq!(ids.len(), lists.len());
-        for ((&id, row), &list) in ids.iter().zip(flat.chunks_exact(self.dim)).zip(lists) {
+        debug_assert_eq!(ids.len(), tags.len());
+        for (((&id, row), &list), &tag) in ids
+            .iter()
+            .zip(flat.chunks_exact(self.dim))
+            .zip(lists)
+            .zip(tags)
+        {
             if self.place.contains_key(&id) {
                 self.remove(&[id]);
             }
@@ -200,8 +215,10 @@ impl Vectors {
                 let extra = (list.data.len() / 8).max(8 * self.dim);
                 list.data.reserve_exact(extra);
                 list.ids.reserve_exact(extra / self.dim);
+                list.tags.reserve_exact(extra / self.dim);
             }
             list.ids.push(id);
+            list.tags.push(tag);
             list.data.extend_from_slice(row);
             if list.codes.capacity() < list.codes.len() + self.dim {
                 list.codes
@@ -227,6 +244,7 @@ impl Vectors {
             if position != last {
                 let moved = list.ids[last];
                 list.ids[position] = moved;
+                list.tags[position] = list.tags[last];
                 list.data
                     .copy_within(last * dim..(last + 1) * dim, position * dim);
                 list.codes
@@ -235,10 +253,33 @@ impl Vectors {
                 self.place.insert(moved, (list_no, position as u32));
             }
             list.ids.pop();
+            list.tags.pop();
             list.data.truncate(last * dim);
             list.codes.truncate(last * dim);
             list.rows.truncate(last);
         }
+    }
+
+    /// Gives every row the tag `tag_of` its id (after [`Vectors::read`] or [`Vectors::from_rows`],
+    /// whose rows are [`UNTAGGED`]); an id without one is an error and leaves the index unchanged.
+    pub(crate) fn retag(&mut self, tag_of: impl Fn(u64) -> Option<u32>) -> Result<()> {
+        let mut tags: Vec<Vec<u32>> = Vec::with_capacity(self.lists.len());
+        for list in &self.lists {
+            let list_tags = list
+                .ids
+                .iter()
+                .map(|&id| {
+                    tag_of(id).ok_or_else(|| {
+                        IndexError::Corrupt(format!("vector id {id} belongs to no record"))
+                    })
+                })
+                .collect::<Result<_>>()?;
+            tags.push(list_tags);
+        }
+        for (list, tags) in self.lists.iter_mut().zip(tags) {
+            list.tags = tags;
+        }
+        Ok(())
     }
 
     /// Whether the index should be clustered (again) under `config`: it holds more than
@@ -248,8 +289,8 @@ impl Vectors {
         n > config.approximate_above && n >= self.trained_at.max(1).saturating_mul(2) && n >= 2
     }
 
-    /// The best `limit` rows (at least; ties with the last are kept) that `admit` accepts, as
-    /// `(score, id)`. Exact (every list read) while the index holds at most
+    /// The best `limit` rows (at least; ties with the last are kept) that `admit` accepts (asked
+    /// with each row's id and tag), as `(score, id)`. Exact (every list read) while the index holds at most
     /// `config.approximate_above` vectors, otherwise over the `config.probes` lists nearest the
     /// query, and further lists, nearest first, until `limit` rows are admitted or none is left.
     /// `admit` is asked only about rows that could enter the best so far (by the bounds of their
@@ -259,7 +300,7 @@ impl Vectors {
         query: &[f32],
         limit: usize,
         config: &DenseConfig,
-        mut admit: impl FnMut(u64) -> bool,
+        mut admit: impl FnMut(u64, u32) -> bool,
     ) -> Result<Vec<(f32, u64)>> {
         check_query_dim(query, self.dim)?;
         if let Some(at) = query.iter().position(|x| !x.is_finite()) {
@@ -309,7 +350,7 @@ impl Vectors {
             query_code.products(&list.codes, &list.rows, &mut products);
             for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
                 let bounds = query_code.bounds(product, row);
-                if candidates.takes(bounds.1) && admit(list.ids[position]) {
+                if candidates.takes(bounds.1) && admit(list.ids[position], list.tags[position]) {
                     admitted += 1;
                     candidates.offer(bounds, (list_no as u32, position as u32), limit);
                 }
@@ -379,13 +420,14 @@ impl Vectors {
         }
         for (list, size) in next.lists.iter_mut().zip(sizes) {
             list.ids.reserve_exact(size);
+            list.tags.reserve_exact(size);
             list.data.reserve_exact(size * self.dim);
             list.codes.reserve_exact(size * self.dim);
             list.rows.reserve_exact(size);
         }
         next.place.reserve(n);
         for (list, assigned) in self.lists.iter().zip(&assigned) {
-            next.add(&list.ids, &list.data, assigned);
+            next.add(&list.ids, &list.data, assigned, &list.tags);
         }
         Ok(next)
     }
@@ -597,6 +639,7 @@ pub(crate) mod tests {
             assert_eq!(list.data.len(), list.ids.len() * v.dim);
             assert_eq!(list.codes.len(), list.ids.len() * v.dim);
             assert_eq!(list.rows.len(), list.ids.len());
+            assert_eq!(list.tags.len(), list.ids.len());
             let mut codes = Vec::new();
             let row = codes::encode(&list.data[position as usize * v.dim..][..v.dim], &mut codes);
             assert_eq!(list.rows[position as usize], row);
@@ -609,15 +652,15 @@ pub(crate) mod tests {
 
     /// The best `limit` admitted rows by a scan of everything, best first, ids breaking ties.
     fn brute_force(
-        held: &std::collections::BTreeMap<u64, Vec<f32>>,
+        held: &std::collections::BTreeMap<u64, (Vec<f32>, u32)>,
         query: &[f32],
         limit: usize,
-        admit: impl Fn(u64) -> bool,
+        admit: impl Fn(u64, u32) -> bool,
     ) -> Vec<(f32, u64)> {
         let mut out = Vec::new();
         let mut scores = Vec::new();
-        for (&id, vector) in held {
-            if admit(id) {
+        for (&id, (vector, tag)) in held {
+            if admit(id, *tag) {
                 inner_products(query, vector, &mut scores);
                 out.push((scores[0], id));
             }
@@ -650,7 +693,8 @@ pub(crate) mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Adds (replacing), removes and reclusterings in any order: an exact search (every list
-        /// read) finds what a scan of everything finds, under any filter.
+        /// read) finds what a scan of everything finds, under any filter of ids and tags (a row
+        /// keeps the tag it was added with, through removals of others and reclustering).
         #[test]
         fn exact_search_is_a_filtered_scan(
             ops in proptest::collection::vec(op(), 1..12),
@@ -672,9 +716,11 @@ pub(crate) mod tests {
                             .flat_map(|&id| unit(id * 31 + step as u64 + salt, dim))
                             .collect();
                         let lists = v.assign(&flat).unwrap();
-                        v.add(&ids, &flat, &lists);
-                        for (id, row) in ids.iter().zip(flat.chunks_exact(dim)) {
-                            held.insert(*id, row.to_vec());
+                        let tags: Vec<u32> =
+                            ids.iter().map(|&id| ((id + step as u64) % 5) as u32).collect();
+                        v.add(&ids, &flat, &lists, &tags);
+                        for ((id, row), tag) in ids.iter().zip(flat.chunks_exact(dim)).zip(tags) {
+                            held.insert(*id, (row.to_vec(), tag));
                         }
                     }
                     Op::Remove(ids) => {
@@ -692,7 +738,7 @@ pub(crate) mod tests {
                 check_places(&v);
             }
             let query = unit(salt + 7, dim);
-            let admit = |id: u64| id % modulus != 0 || modulus == 1;
+            let admit = |id: u64, tag: u32| (id % modulus != 0 || modulus == 1) && tag != 0;
             // Exact: everything below the threshold.
             let exact = DenseConfig { approximate_above: usize::MAX, probes: 1 };
             let found = sorted(v.search(&query, limit, &exact, admit).unwrap(), limit);
@@ -708,12 +754,12 @@ pub(crate) mod tests {
             let probed = v.search(&query, limit, &some, admit).unwrap();
             let mut scores = Vec::new();
             for (score, id) in &probed {
-                prop_assert!(admit(*id));
                 prop_assert!(held.contains_key(id));
-                inner_products(&query, &held[id], &mut scores);
+                prop_assert!(admit(*id, held[id].1));
+                inner_products(&query, &held[id].0, &mut scores);
                 prop_assert_eq!(*score, scores[0]);
             }
-            let readable = held.keys().filter(|&&id| admit(id)).count();
+            let readable = held.iter().filter(|(id, (_, tag))| admit(**id, *tag)).count();
             prop_assert_eq!(sorted(probed, limit).len(), readable.min(limit));
         }
     }
@@ -723,29 +769,52 @@ pub(crate) mod tests {
         let dim = 24;
         let ids: Vec<u64> = (0..500).map(|i| i * 7 + 3).collect();
         let flat: Vec<f32> = ids.iter().flat_map(|&id| unit(id, dim)).collect();
+        let tag_of = |id: u64| Some((id % 3) as u32);
+        let tags: Vec<u32> = ids.iter().map(|&id| (id % 3) as u32).collect();
         let mut v = Vectors::new(dim);
-        v.add(&ids, &flat, &vec![0; ids.len()]);
+        v.add(&ids, &flat, &vec![0; ids.len()], &tags);
         let v = v.clustered().unwrap();
         assert!(v.list_count() > 1);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors.ivf");
         v.write(&path, 17).unwrap();
-        let (back, generation) = Vectors::read(&path).unwrap();
+        let (mut back, generation) = Vectors::read(&path).unwrap();
         assert_eq!(generation, 17);
+        // Rows read back are untagged (tags are not stored) until retagged; an id the tagging
+        // does not know is refused.
+        let config = DenseConfig {
+            approximate_above: 0,
+            probes: 3,
+        };
+        let tagged = |_: u64, tag: u32| tag != UNTAGGED;
+        assert!(
+            back.search(&unit(1, dim), 10, &config, tagged)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(matches!(
+            back.retag(|id| (id != 10).then_some(0)),
+            Err(IndexError::Corrupt(_))
+        ));
+        assert!(
+            back.search(&unit(1, dim), 10, &config, tagged)
+                .unwrap()
+                .is_empty()
+        );
+        back.retag(tag_of).unwrap();
         check_places(&back);
         assert_eq!(back.len(), v.len());
         assert_eq!(back.list_count(), v.list_count());
         assert_eq!(back.centroids, v.centroids);
         assert_eq!(back.trained_at, v.trained_at);
-        let config = DenseConfig {
-            approximate_above: 0,
-            probes: 3,
-        };
+        let odd = |_: u64, tag: u32| tag == 1;
         for seed in 0..20 {
             let query = unit(10_000 + seed, dim);
+            let found = sorted(v.search(&query, 10, &config, odd).unwrap(), 10);
+            assert!(!found.is_empty());
             assert_eq!(
-                sorted(v.search(&query, 10, &config, |_| true).unwrap(), 10),
-                sorted(back.search(&query, 10, &config, |_| true).unwrap(), 10)
+                found,
+                sorted(back.search(&query, 10, &config, odd).unwrap(), 10)
             );
         }
         // A new vector joins the list of its nearest centroid in the copy as in the original.
@@ -782,7 +851,7 @@ pub(crate) mod tests {
             let ids: Vec<u64> = (from..to).collect();
             let flat: Vec<f32> = ids.iter().flat_map(|&id| unit(id, dim)).collect();
             let lists = v.assign(&flat).unwrap();
-            v.add(&ids, &flat, &lists);
+            v.add(&ids, &flat, &lists, &vec![0; ids.len()]);
         };
         add(&mut v, 0, 100);
         assert!(!v.needs_training(&config));
@@ -847,7 +916,7 @@ pub(crate) mod tests {
             approximate_above: usize::MAX,
             probes: 1,
         };
-        let admit = |id: u64| id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63 == 0;
+        let admit = |id: u64, _: u32| id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63 == 0;
         let (mut found, mut wanted) = (0usize, 0usize);
         for _ in 0..50 {
             let query = normalised(gaussian(&mut rng, dim, 1.0));

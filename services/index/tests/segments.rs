@@ -786,6 +786,85 @@ proptest! {
     }
 }
 
+/// A principal set no record uses any more gives its number to the next new set: the vectors of
+/// the records that now hold that number are found by the new set's callers only, and the
+/// callers of the old set find nothing, by either retriever, clustered or not.
+#[test]
+fn a_principal_set_dropped_and_its_number_reused_opens_only_the_new_set() {
+    for approximate_above in [1_000_000, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ContextConfig {
+            dense_approximate_above: approximate_above,
+            dense_probes: 65_536,
+            ..ContextConfig::default()
+        };
+        let indexes = SegmentIndexes::open(dir.path(), config).unwrap();
+        let sync = "sync-1";
+        upsert(
+            &indexes,
+            sync,
+            vec![
+                record("doc-a", None, &["user:x"], &["alpha report", "alpha notes"]),
+                record("doc-b", None, &["user:y"], &["alpha summary"]),
+            ],
+        );
+        // doc-b moves to another set and doc-a goes: both first sets are unused; doc-c's and
+        // doc-d's new sets take their numbers.
+        upsert(
+            &indexes,
+            sync,
+            vec![record("doc-b", None, &["user:z"], &["alpha summary"])],
+        );
+        indexes
+            .delete(&RecordDeleteRequest {
+                project_id: PROJECT.into(),
+                sync_id: sync.into(),
+                record_ids: vec!["doc-a".into()],
+            })
+            .unwrap();
+        upsert(
+            &indexes,
+            sync,
+            vec![
+                record("doc-c", None, &["user:w"], &["alpha memo"]),
+                record("doc-d", None, &["user:v"], &["alpha plan", "alpha budget"]),
+            ],
+        );
+        let found = |caller: &[&str]| {
+            let response = search(
+                &indexes,
+                &[(sync, caller)],
+                "alpha",
+                Some(seg_vector("doc-d", 0)),
+                10,
+            );
+            let mut dense: Vec<String> =
+                response.dense.iter().map(|h| h.record_id.clone()).collect();
+            let mut lexical: Vec<String> = response
+                .lexical
+                .iter()
+                .map(|h| h.record_id.clone())
+                .collect();
+            for list in [&mut dense, &mut lexical] {
+                list.sort();
+                list.dedup();
+            }
+            assert_eq!(dense, lexical, "caller {caller:?}");
+            dense
+        };
+        for gone in [&["user:x"][..], &["user:y"]] {
+            assert!(
+                found(gone).is_empty(),
+                "{gone:?} (above {approximate_above})"
+            );
+        }
+        assert_eq!(found(&["user:z"]), ["doc-b"]);
+        assert_eq!(found(&["user:w"]), ["doc-c"]);
+        assert_eq!(found(&["user:v"]), ["doc-d"]);
+        assert_eq!(found(&["user:w", "user:v", "user:x"]), ["doc-c", "doc-d"]);
+    }
+}
+
 /// A sync past `dense_approximate_above` is clustered when written, its clustered vector index is
 /// read back from the snapshot on open, and rebuilt and clustered again from the stored vectors
 /// when the snapshot is stale; every probe read, the dense list stays the exact one.
