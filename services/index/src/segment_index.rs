@@ -35,6 +35,7 @@ use agentsearch_common::shard::{
 };
 use agentsearch_query::{FieldDef, FieldKind};
 use parking_lot::{Mutex, RwLock};
+use tantivy::index::SegmentId;
 use tantivy::schema::{
     DateOptions, DateTimePrecision, FAST, Field, FieldType, INDEXED, IndexRecordOption, STORED,
     STRING, Schema, TextFieldIndexing, TextOptions, Value,
@@ -284,6 +285,9 @@ impl SegmentFields {
 /// Principal tokens of a record, sorted and deduplicated; records with the same tokens share one.
 type Principals = Arc<[Box<str>]>;
 
+/// By document of a tantivy segment, the record slot and ordinal of the segment it stores.
+type DocPlaces = Arc<[(u32, u32)]>;
+
 struct Record {
     id: Arc<str>,
     display_name: Option<Box<str>>,
@@ -303,6 +307,12 @@ struct State {
     searcher: Searcher,
     /// The `id` fast-field column of each of the searcher's segments.
     id_columns: Vec<tantivy::columnar::Column<u64>>,
+    /// Each of the searcher's segments with, by document, the record slot and ordinal of the
+    /// segment it stores (slot [`UNTAGGED`]: none, a deleted document), what the lexical retriever
+    /// reads instead of the vector id and the map of every id. Kept for a tantivy segment from
+    /// one publication to the next: its live documents keep their records and slots (a replaced
+    /// record's documents are deleted, and a slot is reused only once its record is gone).
+    doc_places: Vec<(SegmentId, DocPlaces)>,
     /// Records by slot (`None`: a free slot, listed in `free`).
     records: Vec<Option<Record>>,
     /// Each slot's record's principal set number ([`UNTAGGED`] for a free slot): what the
@@ -329,6 +339,7 @@ impl State {
     fn empty(searcher: Searcher, generation: u64) -> Result<Self> {
         Ok(State {
             id_columns: id_columns(&searcher)?,
+            doc_places: Vec::new(),
             searcher,
             records: Vec::new(),
             record_sets: Vec::new(),
@@ -342,6 +353,29 @@ impl State {
             vectors: None,
             generation,
         })
+    }
+
+    /// Brings [`State::doc_places`] up to the searcher and the records: computed for the segments
+    /// not seen before, the others' kept.
+    fn refresh_places(&mut self) {
+        let previous = std::mem::take(&mut self.doc_places);
+        let readers = self.searcher.segment_readers();
+        let mut next = Vec::with_capacity(readers.len());
+        for (reader, ids) in readers.iter().zip(&self.id_columns) {
+            let segment = reader.segment_id();
+            let places = match previous.iter().find(|(s, _)| *s == segment) {
+                Some((_, places)) => places.clone(),
+                None => (0..reader.max_doc())
+                    .map(|doc| {
+                        ids.first(doc)
+                            .and_then(|id| self.segments.get(&id).copied())
+                            .unwrap_or((UNTAGGED, 0))
+                    })
+                    .collect(),
+            };
+            next.push((segment, places));
+        }
+        self.doc_places = next;
     }
 
     /// The interned set of `principals` and its number (a new number if no record uses it yet).
@@ -361,6 +395,7 @@ impl State {
                 number
             }
             None => {
+                // (Numbers stay below `UNTAGGED`: four billion sets would not fit in memory.)
                 self.sets.push(entry);
                 (self.sets.len() - 1) as u32
             }
@@ -501,6 +536,15 @@ impl Visibility {
     fn sees(&self, record: &Record) -> bool {
         self.sees_set(record.set)
     }
+}
+
+/// Whether `record` is visible to a caller holding `principals`: for a few records, where
+/// [`Visibility`] (every set the caller opens) would cost more than it saves.
+fn visible_to(record: &Record, principals: &[String]) -> bool {
+    record
+        .principals
+        .iter()
+        .any(|token| principals.iter().any(|p| **token == **p))
 }
 
 /// One ranked segment of one index.
@@ -679,7 +723,6 @@ fn best(mut candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
 /// A segment that matched, before its record is read: the record's slot instead of its id.
 struct Matched {
     score: f32,
-    vector_id: u64,
     slot: u32,
     ordinal: u32,
 }
@@ -702,7 +745,7 @@ fn best_matched(state: &State, mut matched: Vec<Matched>, limit: usize) -> Vec<C
             let record = state.records.get(m.slot as usize)?.as_ref()?;
             Some(Candidate {
                 score: m.score,
-                vector_id: m.vector_id,
+                vector_id: *record.vector_ids.get(m.ordinal as usize)?,
                 record_id: record.id.clone(),
                 ordinal: m.ordinal,
             })
@@ -867,7 +910,9 @@ impl SegmentIndex {
             .and(columns)
             .and_then(|columns| {
                 state.id_columns = columns;
-                update(&mut state)
+                update(&mut state)?;
+                state.refresh_places();
+                Ok(())
             });
         if let Err(err) = applied {
             tracing::error!(sync = %self.sync_id, error = %err, "in-memory update after a commit failed; reloading");
@@ -1024,13 +1069,14 @@ impl SegmentIndex {
                     ),
                 });
             }
-            state.prune_interned();
             if let Some(vectors) = state.vectors.as_mut() {
                 vectors.remove(&removed);
                 vectors.add(&labels, &flat, &lists, &tags);
             } else if !labels.is_empty() {
                 return Err(IndexError::Corrupt("no vector index".into()));
             }
+            // (After the vectors: no row is tagged with a number this frees.)
+            state.prune_interned();
             Ok(())
         })?;
         // Acknowledged either way: the write is committed and searchable.
@@ -1071,10 +1117,10 @@ impl SegmentIndex {
                     removed.extend(old.vector_ids.iter().copied());
                 }
             }
-            state.prune_interned();
             if let Some(vectors) = state.vectors.as_mut() {
                 vectors.remove(&removed);
             }
+            state.prune_interned();
             Ok(())
         })?;
         Ok((present.len() as u64, generation))
@@ -1122,11 +1168,10 @@ impl SegmentIndex {
         let mut candidates = Vec::new();
         // With `allowed`, every document of a segment (a node may allow what holds no word).
         let mut every: Vec<u32> = Vec::new();
-        for (segment, ids) in state
-            .searcher
-            .segment_readers()
-            .iter()
-            .zip(&state.id_columns)
+        let readers = state.searcher.segment_readers();
+        debug_assert_eq!(readers.len(), state.doc_places.len());
+        for ((segment, ids), (_, places)) in
+            readers.iter().zip(&state.id_columns).zip(&state.doc_places)
         {
             query.score_segment(segment, &fields, buffers)?;
             let docs: &[u32] = match allowed {
@@ -1142,28 +1187,27 @@ impl SegmentIndex {
                 if alive.is_some_and(|a| a.is_deleted(doc)) {
                     continue;
                 }
-                let Some((id, &(slot, ordinal))) = ids
-                    .first(doc)
-                    .and_then(|id| state.segments.get(&id).map(|place| (id, place)))
-                else {
+                // (A slot past the records: no record, as `UNTAGGED`.)
+                let Some(&(slot, ordinal)) = places.get(doc as usize) else {
+                    continue;
+                };
+                let Some(&set) = state.record_sets.get(slot as usize) else {
                     continue;
                 };
                 let words = buffers.scores[doc as usize];
                 let score = match allowed {
                     None => words,
-                    Some(allowed) => match allowed.get(&id) {
+                    Some(allowed) => match ids.first(doc).and_then(|id| allowed.get(&id)) {
                         None => continue,
                         Some(None) if by_words && words == 0.0 => continue,
                         Some(structured) => words + structured.unwrap_or(0.0),
                     },
                 };
-                let set = state.record_sets.get(slot as usize).copied();
-                if !set.is_some_and(|set| visibility.sees_set(set)) {
+                if !visibility.sees_set(set) {
                     continue;
                 }
                 candidates.push(Matched {
                     score,
-                    vector_id: id,
                     slot,
                     ordinal,
                 });
@@ -1210,8 +1254,8 @@ impl SegmentIndex {
             }
             None => None,
         };
-        let dense =
-            vector.map(|vector| self.dense_in(&state, vector, principals, limit, Some(&allowed)));
+        let dense = vector
+            .map(|vector| self.dense_in(&state, vector, principals, limit, Some(&allowed), None));
         let matched = structured.count_exactly.then(|| {
             let visibility = Visibility::new(&state, principals);
             let mut records: HashSet<*const Record> = HashSet::new();
@@ -1233,15 +1277,28 @@ impl SegmentIndex {
 
     /// Inner-product nearest neighbours of `query` among the segments visible to `principals`:
     /// exactly the best `limit` while the sync is small, over the lists nearest the query once it
-    /// is clustered ([`Vectors::search`]); visibility is checked while the vectors are read.
+    /// is clustered ([`Vectors::search_above`]); visibility is checked while the vectors are read.
     pub fn search_dense(
         &self,
         query: &[f32],
         principals: &[String],
         limit: usize,
     ) -> Result<Vec<Candidate>> {
+        self.search_dense_above(query, principals, limit, None)
+    }
+
+    /// [`SegmentIndex::search_dense`] for a caller already holding `limit` segments that score
+    /// at least `floor` (from other syncs): every segment of the best `limit` scoring at least
+    /// `floor` is in the answer ([`Vectors::search_above`]), which may hold others below it.
+    pub fn search_dense_above(
+        &self,
+        query: &[f32],
+        principals: &[String],
+        limit: usize,
+        floor: Option<f32>,
+    ) -> Result<Vec<Candidate>> {
         let state = self.state.read();
-        self.dense_in(&state, query, principals, limit, None)
+        self.dense_in(&state, query, principals, limit, None, floor)
     }
 
     /// [`SegmentIndex::search_dense`] on `state`, among the `allowed` segments if given.
@@ -1252,6 +1309,7 @@ impl SegmentIndex {
         principals: &[String],
         limit: usize,
         allowed: Option<&IdMapOf<Option<f32>>>,
+        floor: Option<f32>,
     ) -> Result<Vec<Candidate>> {
         if principals.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -1270,7 +1328,7 @@ impl SegmentIndex {
         // Asked only of rows that could enter the best so far: the filter is exact (nothing
         // invisible is ranked or displaces a visible segment). A row's tag is its record's set,
         // so the permission check reads the list being scanned and a bit of the caller's sets.
-        let admitted = vectors.search(query, limit, &self.dense, |id, set| {
+        let admitted = vectors.search_above(query, limit, floor, &self.dense, |id, set| {
             visibility.sees_set(set) && allowed.is_none_or(|a| a.contains_key(&id))
         })?;
         let found = admitted
@@ -1297,12 +1355,13 @@ impl SegmentIndex {
         principals: &[String],
     ) -> Result<Vec<Option<(SegmentData, RecordInfo)>>> {
         let state = self.state.read();
-        let visibility = Visibility::new(&state, principals);
         let mut out = Vec::with_capacity(segments.len());
         for &(id, record_id, ordinal) in segments {
             let found = match state.segment(id) {
                 Some((record, o))
-                    if o == ordinal && *record.id == *record_id && visibility.sees(record) =>
+                    if o == ordinal
+                        && *record.id == *record_id
+                        && visible_to(record, principals) =>
                 {
                     self.segment_text(&state.searcher, id)?.map(|text| {
                         (
@@ -1339,7 +1398,7 @@ impl SegmentIndex {
             return Ok(None);
         };
         let count = record.vector_ids.len() as u32;
-        if ordinal >= count || !Visibility::new(&state, principals).sees(record) {
+        if ordinal >= count || !visible_to(record, principals) {
             return Ok(None);
         }
         let from = ordinal.saturating_sub(before);
@@ -1738,6 +1797,7 @@ fn load_state(
         vectors.retag(|id| state.segment(id).map(|(record, _)| record.set))?;
     }
     state.vectors = vectors;
+    state.refresh_places();
     Ok(state)
 }
 
@@ -2149,10 +2209,16 @@ impl SegmentIndexes {
         }
         let dense_started = Instant::now();
         if let Some(vector) = request.vector.as_ref().filter(|_| restricting.is_none()) {
+            // Once `limit` segments are pooled, the next syncs look only at what could join them.
+            let mut floor: Option<f32> = None;
+            let mut scores: Vec<f32> = Vec::new();
             for (n, index) in scoped.iter().enumerate() {
                 let principals = &principals[index.sync_id()];
-                match index.search_dense(vector, principals, limit) {
-                    Ok(candidates) => dense_pool.extend(candidates.into_iter().map(|c| (n, c))),
+                match index.search_dense_above(vector, principals, limit, floor) {
+                    Ok(candidates) => {
+                        dense_pool.extend(candidates.into_iter().map(|c| (n, c)));
+                        floor = limit_th_best(&dense_pool, limit, &mut scores);
+                    }
                     Err(err) => failures.push(failure(index, "dense", &err)),
                 }
             }
@@ -2259,6 +2325,18 @@ impl SegmentIndexes {
 }
 
 /// The best `limit` pooled candidates of several indexes in [`segment_hit_order`](agentsearch_common::shard::segment_hit_order).
+/// The `limit`-th best score of `pool` (`None` while it holds fewer); `scores` is scratch.
+fn limit_th_best(pool: &[(usize, Candidate)], limit: usize, scores: &mut Vec<f32>) -> Option<f32> {
+    if limit == 0 || pool.len() < limit {
+        return None;
+    }
+    scores.clear();
+    scores.extend(pool.iter().map(|(_, c)| c.score));
+    let (_, cut, _) =
+        scores.select_nth_unstable_by(limit - 1, |a, b| (b + 0.0).total_cmp(&(a + 0.0)));
+    Some(*cut)
+}
+
 fn best_pooled(
     scoped: &[Arc<SegmentIndex>],
     mut pool: Vec<(usize, Candidate)>,

@@ -195,8 +195,9 @@ impl Vectors {
     /// its tag (`tags`), replacing the vector an id already has.
     pub(crate) fn add(&mut self, ids: &[u64], flat: &[f32], lists: &[u32], tags: &[u32]) {
         debug_assert_eq!(ids.len() * self.dim, flat.len());
-        debug_assert_eq!(ids.len(), lists.len());
-        debug_assert_eq!(ids.len(), tags.len());
+        // (A row without its tag would be dropped silently by the zip below.)
+        assert_eq!(ids.len(), lists.len(), "a list for every vector");
+        assert_eq!(ids.len(), tags.len(), "a tag for every vector");
         for (((&id, row), &list), &tag) in ids
             .iter()
             .zip(flat.chunks_exact(self.dim))
@@ -289,16 +290,35 @@ impl Vectors {
         n > config.approximate_above && n >= self.trained_at.max(1).saturating_mul(2) && n >= 2
     }
 
-    /// The best `limit` rows (at least; ties with the last are kept) that `admit` accepts (asked
-    /// with each row's id and tag), as `(score, id)`. Exact (every list read) while the index holds at most
-    /// `config.approximate_above` vectors, otherwise over the `config.probes` lists nearest the
-    /// query, and further lists, nearest first, until `limit` rows are admitted or none is left.
-    /// `admit` is asked only about rows that could enter the best so far (by the bounds of their
-    /// codes' products); scores are the vectors' own inner products with the query.
+    /// [`Vectors::search_above`] without a floor.
+    #[cfg(test)]
     pub(crate) fn search(
         &self,
         query: &[f32],
         limit: usize,
+        config: &DenseConfig,
+        admit: impl FnMut(u64, u32) -> bool,
+    ) -> Result<Vec<(f32, u64)>> {
+        self.search_above(query, limit, None, config, admit)
+    }
+
+    /// The best `limit` rows (at least; ties with the last are kept) that `admit` accepts (asked
+    /// with each row's id and tag), as `(score, id)`. Exact (every list read) while the index
+    /// holds at most `config.approximate_above` vectors, otherwise over the `config.probes` lists
+    /// nearest the query, and further lists, nearest first, until `limit` rows are admitted or
+    /// none is left. `admit` is asked only about rows that could enter the best so far (by the
+    /// bounds of their codes' products); scores are the vectors' own inner products with the
+    /// query.
+    ///
+    /// With a `floor`, the caller already holds `limit` rows scoring at least that (from other
+    /// indexes): rows whose upper bound is below it are passed over unchecked, and no list past
+    /// the `probes` nearest is read. Every row of the best `limit` that scores at least `floor`
+    /// is then in the answer, which may also hold rows below it.
+    pub(crate) fn search_above(
+        &self,
+        query: &[f32],
+        limit: usize,
+        floor: Option<f32>,
         config: &DenseConfig,
         mut admit: impl FnMut(u64, u32) -> bool,
     ) -> Result<Vec<(f32, u64)>> {
@@ -336,11 +356,12 @@ impl Vectors {
         // best lower bound of the rows admitted so far (so every row of the exact best is one,
         // ties included), and only candidates are scored with their vectors.
         let query_code = QueryCode::new(query);
+        let floor_bound = floor.unwrap_or(f32::NEG_INFINITY);
         let mut candidates: Candidates<(u32, u32)> = Candidates::default();
         let mut admitted = 0usize;
         let mut products = Vec::new();
         for (read, list_no) in order.into_iter().enumerate() {
-            if read >= probes && admitted >= limit {
+            if read >= probes && (admitted >= limit || floor.is_some()) {
                 break;
             }
             let list = &self.lists[list_no];
@@ -350,7 +371,10 @@ impl Vectors {
             query_code.products(&list.codes, &list.rows, &mut products);
             for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
                 let bounds = query_code.bounds(product, row);
-                if candidates.takes(bounds.1) && admit(list.ids[position], list.tags[position]) {
+                if bounds.1 >= floor_bound
+                    && candidates.takes(bounds.1)
+                    && admit(list.ids[position], list.tags[position])
+                {
                     admitted += 1;
                     candidates.offer(bounds, (list_no as u32, position as u32), limit);
                 }
@@ -761,6 +785,16 @@ pub(crate) mod tests {
             }
             let readable = held.iter().filter(|(id, (_, tag))| admit(**id, *tag)).count();
             prop_assert_eq!(sorted(probed, limit).len(), readable.min(limit));
+            // With a floor (a score of the exact best): every row of the best at or above it,
+            // whatever else comes back.
+            let truth = brute_force(&held, &query, limit, admit);
+            if let Some(&(floor, _)) = truth.get(limit / 2) {
+                let above = |hits: Vec<(f32, u64)>| -> Vec<(f32, u64)> {
+                    hits.into_iter().filter(|h| h.0 >= floor).collect()
+                };
+                let found = v.search_above(&query, limit, Some(floor), &exact, admit).unwrap();
+                prop_assert_eq!(above(sorted(found, limit)), above(truth.clone()));
+            }
         }
     }
 

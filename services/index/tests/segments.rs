@@ -788,7 +788,8 @@ proptest! {
 
 /// A principal set no record uses any more gives its number to the next new set: the vectors of
 /// the records that now hold that number are found by the new set's callers only, and the
-/// callers of the old set find nothing, by either retriever, clustered or not.
+/// callers of the old set find nothing, by either retriever, clustered or not, and again after
+/// a reopen (rows tagged from the snapshot) and after a reopen that rebuilds the vectors.
 #[test]
 fn a_principal_set_dropped_and_its_number_reused_opens_only_the_new_set() {
     for approximate_above in [1_000_000, 2] {
@@ -830,9 +831,9 @@ fn a_principal_set_dropped_and_its_number_reused_opens_only_the_new_set() {
                 record("doc-d", None, &["user:v"], &["alpha plan", "alpha budget"]),
             ],
         );
-        let found = |caller: &[&str]| {
+        let found = |indexes: &SegmentIndexes, caller: &[&str]| {
             let response = search(
-                &indexes,
+                indexes,
                 &[(sync, caller)],
                 "alpha",
                 Some(seg_vector("doc-d", 0)),
@@ -852,16 +853,28 @@ fn a_principal_set_dropped_and_its_number_reused_opens_only_the_new_set() {
             assert_eq!(dense, lexical, "caller {caller:?}");
             dense
         };
-        for gone in [&["user:x"][..], &["user:y"]] {
-            assert!(
-                found(gone).is_empty(),
-                "{gone:?} (above {approximate_above})"
+        let check = |indexes: &SegmentIndexes| {
+            for gone in [&["user:x"][..], &["user:y"]] {
+                assert!(
+                    found(indexes, gone).is_empty(),
+                    "{gone:?} (above {approximate_above})"
+                );
+            }
+            assert_eq!(found(indexes, &["user:z"]), ["doc-b"]);
+            assert_eq!(found(indexes, &["user:w"]), ["doc-c"]);
+            assert_eq!(found(indexes, &["user:v"]), ["doc-d"]);
+            assert_eq!(
+                found(indexes, &["user:w", "user:v", "user:x"]),
+                ["doc-c", "doc-d"]
             );
-        }
-        assert_eq!(found(&["user:z"]), ["doc-b"]);
-        assert_eq!(found(&["user:w"]), ["doc-c"]);
-        assert_eq!(found(&["user:v"]), ["doc-d"]);
-        assert_eq!(found(&["user:w", "user:v", "user:x"]), ["doc-c", "doc-d"]);
+        };
+        check(&indexes);
+        indexes.flush().unwrap();
+        drop(indexes);
+        check(&SegmentIndexes::open(dir.path(), config).unwrap());
+        let index_dir = dir.path().join("context").join(PROJECT).join(sync);
+        std::fs::remove_file(index_dir.join("vectors.json")).unwrap();
+        check(&SegmentIndexes::open(dir.path(), config).unwrap());
     }
 }
 
