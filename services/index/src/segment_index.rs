@@ -308,8 +308,9 @@ struct State {
     /// The `id` fast-field column of each of the searcher's segments.
     id_columns: Vec<tantivy::columnar::Column<u64>>,
     /// Each of the searcher's segments with, by document, the record slot and ordinal of the
-    /// segment it stores (slot [`UNTAGGED`]: none, a deleted document), what the lexical retriever
-    /// reads instead of the vector id and the map of every id. Kept for a tantivy segment from
+    /// segment it stores (slot [`UNTAGGED`]: its id names no segment held; a deleted document may
+    /// name any, and is never read: the alive bitset is checked first), what the lexical
+    /// retriever reads instead of the vector id and the map of every id. Kept for a tantivy segment from
     /// one publication to the next: its live documents keep their records and slots (a replaced
     /// record's documents are deleted, and a slot is reused only once its record is gone).
     doc_places: Vec<(SegmentId, DocPlaces)>,
@@ -1071,7 +1072,7 @@ impl SegmentIndex {
             }
             if let Some(vectors) = state.vectors.as_mut() {
                 vectors.remove(&removed);
-                vectors.add(&labels, &flat, &lists, &tags);
+                vectors.add(&labels, &flat, &lists, &tags)?;
             } else if !labels.is_empty() {
                 return Err(IndexError::Corrupt("no vector index".into()));
             }
@@ -1169,10 +1170,22 @@ impl SegmentIndex {
         // With `allowed`, every document of a segment (a node may allow what holds no word).
         let mut every: Vec<u32> = Vec::new();
         let readers = state.searcher.segment_readers();
-        debug_assert_eq!(readers.len(), state.doc_places.len());
-        for ((segment, ids), (_, places)) in
+        if readers.len() != state.doc_places.len() {
+            // Not expected (the arrays follow every searcher published); never guess.
+            return Err(IndexError::Corrupt(format!(
+                "sync {}: document places do not match the searcher",
+                self.sync_id
+            )));
+        }
+        for ((segment, ids), (places_of, places)) in
             readers.iter().zip(&state.id_columns).zip(&state.doc_places)
         {
+            if *places_of != segment.segment_id() {
+                return Err(IndexError::Corrupt(format!(
+                    "sync {}: document places do not match the searcher",
+                    self.sync_id
+                )));
+            }
             query.score_segment(segment, &fields, buffers)?;
             let docs: &[u32] = match allowed {
                 None => &buffers.matched,
@@ -1288,8 +1301,9 @@ impl SegmentIndex {
     }
 
     /// [`SegmentIndex::search_dense`] for a caller already holding `limit` segments that score
-    /// at least `floor` (from other syncs): every segment of the best `limit` scoring at least
-    /// `floor` is in the answer ([`Vectors::search_above`]), which may hold others below it.
+    /// at least `floor` (from other syncs): the same lists are read as without it, and every
+    /// segment of their best `limit` scoring at least `floor` is in the answer
+    /// ([`Vectors::search_above`]), which may hold others below it.
     pub fn search_dense_above(
         &self,
         query: &[f32],
@@ -2324,7 +2338,6 @@ impl SegmentIndexes {
     }
 }
 
-/// The best `limit` pooled candidates of several indexes in [`segment_hit_order`](agentsearch_common::shard::segment_hit_order).
 /// The `limit`-th best score of `pool` (`None` while it holds fewer); `scores` is scratch.
 fn limit_th_best(pool: &[(usize, Candidate)], limit: usize, scores: &mut Vec<f32>) -> Option<f32> {
     if limit == 0 || pool.len() < limit {
@@ -2337,6 +2350,7 @@ fn limit_th_best(pool: &[(usize, Candidate)], limit: usize, scores: &mut Vec<f32
     Some(*cut)
 }
 
+/// The best `limit` pooled candidates of several indexes in [`segment_hit_order`](agentsearch_common::shard::segment_hit_order).
 fn best_pooled(
     scoped: &[Arc<SegmentIndex>],
     mut pool: Vec<(usize, Candidate)>,

@@ -193,11 +193,20 @@ impl Vectors {
 
     /// Adds each id's vector (rows of `flat`) to its list (`lists`, from [`Vectors::assign`]) with
     /// its tag (`tags`), replacing the vector an id already has.
-    pub(crate) fn add(&mut self, ids: &[u64], flat: &[f32], lists: &[u32], tags: &[u32]) {
-        debug_assert_eq!(ids.len() * self.dim, flat.len());
-        // (A row without its tag would be dropped silently by the zip below.)
-        assert_eq!(ids.len(), lists.len(), "a list for every vector");
-        assert_eq!(ids.len(), tags.len(), "a tag for every vector");
+    /// Refused, with nothing added, unless every id has a vector, a list and a tag.
+    pub(crate) fn add(
+        &mut self,
+        ids: &[u64],
+        flat: &[f32],
+        lists: &[u32],
+        tags: &[u32],
+    ) -> Result<()> {
+        if ids.len() * self.dim != flat.len() || ids.len() != lists.len() || ids.len() != tags.len()
+        {
+            return Err(IndexError::Corrupt(
+                "vectors added without a vector, list or tag each".into(),
+            ));
+        }
         for (((&id, row), &list), &tag) in ids
             .iter()
             .zip(flat.chunks_exact(self.dim))
@@ -230,6 +239,7 @@ impl Vectors {
             list.rows.push(codes::encode(row, &mut list.codes));
             self.place.insert(id, (list_no as u32, position as u32));
         }
+        Ok(())
     }
 
     /// Removes the vectors of `ids` (ids not held are ignored).
@@ -311,9 +321,10 @@ impl Vectors {
     /// query.
     ///
     /// With a `floor`, the caller already holds `limit` rows scoring at least that (from other
-    /// indexes): rows whose upper bound is below it are passed over unchecked, and no list past
-    /// the `probes` nearest is read. Every row of the best `limit` that scores at least `floor`
-    /// is then in the answer, which may also hold rows below it.
+    /// indexes): rows whose upper bound is below it are not candidates (asked of `admit` only
+    /// while fewer than `limit` rows were admitted, to decide the lists read as without a
+    /// floor). The same lists are read as without it, and every row of their best `limit` that
+    /// scores at least `floor` is in the answer, which may also hold rows below it.
     pub(crate) fn search_above(
         &self,
         query: &[f32],
@@ -358,10 +369,12 @@ impl Vectors {
         let query_code = QueryCode::new(query);
         let floor_bound = floor.unwrap_or(f32::NEG_INFINITY);
         let mut candidates: Candidates<(u32, u32)> = Candidates::default();
+        // Admitted rows read, counted up to `limit` whatever their score (below the floor too),
+        // so that a floor never changes which lists are read.
         let mut admitted = 0usize;
         let mut products = Vec::new();
         for (read, list_no) in order.into_iter().enumerate() {
-            if read >= probes && (admitted >= limit || floor.is_some()) {
+            if read >= probes && admitted >= limit {
                 break;
             }
             let list = &self.lists[list_no];
@@ -371,12 +384,13 @@ impl Vectors {
             query_code.products(&list.codes, &list.rows, &mut products);
             for (position, (&product, row)) in products.iter().zip(&list.rows).enumerate() {
                 let bounds = query_code.bounds(product, row);
-                if bounds.1 >= floor_bound
-                    && candidates.takes(bounds.1)
-                    && admit(list.ids[position], list.tags[position])
-                {
+                if bounds.1 >= floor_bound && candidates.takes(bounds.1) {
+                    if admit(list.ids[position], list.tags[position]) {
+                        admitted += 1;
+                        candidates.offer(bounds, (list_no as u32, position as u32), limit);
+                    }
+                } else if admitted < limit && admit(list.ids[position], list.tags[position]) {
                     admitted += 1;
-                    candidates.offer(bounds, (list_no as u32, position as u32), limit);
                 }
             }
         }
@@ -451,7 +465,7 @@ impl Vectors {
         }
         next.place.reserve(n);
         for (list, assigned) in self.lists.iter().zip(&assigned) {
-            next.add(&list.ids, &list.data, assigned, &list.tags);
+            next.add(&list.ids, &list.data, assigned, &list.tags)?;
         }
         Ok(next)
     }
@@ -742,7 +756,7 @@ pub(crate) mod tests {
                         let lists = v.assign(&flat).unwrap();
                         let tags: Vec<u32> =
                             ids.iter().map(|&id| ((id + step as u64) % 5) as u32).collect();
-                        v.add(&ids, &flat, &lists, &tags);
+                        v.add(&ids, &flat, &lists, &tags).unwrap();
                         for ((id, row), tag) in ids.iter().zip(flat.chunks_exact(dim)).zip(tags) {
                             held.insert(*id, (row.to_vec(), tag));
                         }
@@ -794,6 +808,10 @@ pub(crate) mod tests {
                 };
                 let found = v.search_above(&query, limit, Some(floor), &exact, admit).unwrap();
                 prop_assert_eq!(above(sorted(found, limit)), above(truth.clone()));
+                // Probing one list, a floor reads the same lists: the same rows above it.
+                let without = v.search(&query, limit, &some, admit).unwrap();
+                let with = v.search_above(&query, limit, Some(floor), &some, admit).unwrap();
+                prop_assert_eq!(above(sorted(with, limit)), above(sorted(without, limit)));
             }
         }
     }
@@ -806,7 +824,7 @@ pub(crate) mod tests {
         let tag_of = |id: u64| Some((id % 3) as u32);
         let tags: Vec<u32> = ids.iter().map(|&id| (id % 3) as u32).collect();
         let mut v = Vectors::new(dim);
-        v.add(&ids, &flat, &vec![0; ids.len()], &tags);
+        v.add(&ids, &flat, &vec![0; ids.len()], &tags).unwrap();
         let v = v.clustered().unwrap();
         assert!(v.list_count() > 1);
         let dir = tempfile::tempdir().unwrap();
@@ -885,7 +903,7 @@ pub(crate) mod tests {
             let ids: Vec<u64> = (from..to).collect();
             let flat: Vec<f32> = ids.iter().flat_map(|&id| unit(id, dim)).collect();
             let lists = v.assign(&flat).unwrap();
-            v.add(&ids, &flat, &lists, &vec![0; ids.len()]);
+            v.add(&ids, &flat, &lists, &vec![0; ids.len()]).unwrap();
         };
         add(&mut v, 0, 100);
         assert!(!v.needs_training(&config));
