@@ -704,18 +704,24 @@ fn candidate_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
         .then_with(|| a.ordinal.cmp(&b.ordinal))
 }
 
+/// Keeps, in no particular order, the items of `items` scoring at least its `limit`-th best score
+/// (every item if there are no more than `limit`; none if `limit` is 0): the best `limit` and
+/// every tie of the last, for a full order to decide.
+fn keep_to_cut<T>(items: &mut Vec<T>, limit: usize, score: impl Fn(&T) -> f32) {
+    if limit == 0 {
+        items.clear();
+    } else if items.len() > limit {
+        items.select_nth_unstable_by(limit - 1, |a, b| {
+            (score(b) + 0.0).total_cmp(&(score(a) + 0.0))
+        });
+        let cut = score(&items[limit - 1]);
+        items.retain(|item| score(item) >= cut);
+    }
+}
+
 /// The best `limit` candidates in [`candidate_order`] (ties at the cut decided by the full order).
 fn best(mut candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
-    if limit == 0 {
-        return Vec::new();
-    }
-    if candidates.len() > limit {
-        candidates.select_nth_unstable_by(limit - 1, |a, b| {
-            (b.score + 0.0).total_cmp(&(a.score + 0.0))
-        });
-        let cut = candidates[limit - 1].score;
-        candidates.retain(|c| c.score >= cut);
-    }
+    keep_to_cut(&mut candidates, limit, |c| c.score);
     candidates.sort_by(candidate_order);
     candidates.truncate(limit);
     candidates
@@ -730,16 +736,7 @@ struct Matched {
 
 /// [`best`] of `matched`, whose records are read only for the best `limit` (and ties at the cut).
 fn best_matched(state: &State, mut matched: Vec<Matched>, limit: usize) -> Vec<Candidate> {
-    if limit == 0 {
-        return Vec::new();
-    }
-    if matched.len() > limit {
-        matched.select_nth_unstable_by(limit - 1, |a, b| {
-            (b.score + 0.0).total_cmp(&(a.score + 0.0))
-        });
-        let cut = matched[limit - 1].score;
-        matched.retain(|m| m.score >= cut);
-    }
+    keep_to_cut(&mut matched, limit, |m| m.score);
     let candidates = matched
         .into_iter()
         .filter_map(|m| {
@@ -2356,16 +2353,7 @@ fn best_pooled(
     mut pool: Vec<(usize, Candidate)>,
     limit: usize,
 ) -> Vec<(usize, Candidate)> {
-    if limit == 0 {
-        return Vec::new();
-    }
-    if pool.len() > limit {
-        pool.select_nth_unstable_by(limit - 1, |a, b| {
-            (b.1.score + 0.0).total_cmp(&(a.1.score + 0.0))
-        });
-        let cut = pool[limit - 1].1.score;
-        pool.retain(|(_, c)| c.score >= cut);
-    }
+    keep_to_cut(&mut pool, limit, |(_, c)| c.score);
     pool.sort_by(|(na, a), (nb, b)| {
         (b.score + 0.0)
             .total_cmp(&(a.score + 0.0))
