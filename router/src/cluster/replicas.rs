@@ -149,9 +149,6 @@ impl StaleSet {
     /// Whether a read of `key` should not go to `shard`: it is a stale replica and another one
     /// of `replicas` is not (when every replica is stale, any copy beats no answer).
     pub(crate) fn skips(&self, kind: &str, key: &str, replicas: &[String], shard: &str) -> bool {
-        if self.by_kind.is_empty() {
-            return false;
-        }
         let Some(stale) = self.by_kind.get(kind).and_then(|keys| keys.get(key)) else {
             return false;
         };

@@ -912,15 +912,6 @@ impl ShardSet {
         InFlight::new(counter)
     }
 
-    /// Requests this router has in flight on shard `id`.
-    pub fn in_flight(&self, id: &str) -> usize {
-        self.inner
-            .read()
-            .in_flight
-            .get(id)
-            .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
-    }
-
     /// Every shard known by id, in id order, with whether the last probe reached it and the
     /// requests in flight on it now: what a search plan reads, under one lock.
     pub(crate) fn load_by_id(&self) -> Vec<(String, bool, usize)> {
