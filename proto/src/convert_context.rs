@@ -5,7 +5,8 @@ use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
     FieldData, FieldDecl, FieldValue, IndexedRecord, IndexedSegment, ListRecordsRequest,
     ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, RecordVersion,
-    SegmentData, SegmentHit, SegmentUpsertRequest, ShardTimings, SyncScope,
+    SegmentData, SegmentFetchRequest, SegmentFetchResponse, SegmentHit, SegmentRef,
+    SegmentUpsertRequest, ShardTimings, SyncScope,
 };
 
 use crate::shard_v1 as pb;
@@ -38,6 +39,24 @@ same_fields!(
 );
 same_fields!(SyncScope, pb::SyncScope, [sync_id, principals, source], []);
 same_fields!(FieldDecl, pb::FieldDecl, [name, kind], []);
+same_fields!(
+    SegmentRef,
+    pb::SegmentRef,
+    [sync_id, record_id, ordinal],
+    []
+);
+same_fields!(
+    SegmentFetchRequest,
+    pb::FetchSegmentsRequest,
+    [project_id],
+    [syncs, segments]
+);
+same_fields!(
+    SegmentFetchResponse,
+    pb::FetchSegmentsResponse,
+    [],
+    [segments, failures]
+);
 same_fields!(
     SegmentHit,
     pb::SegmentHit,
@@ -119,6 +138,7 @@ impl From<ContextSearchRequest> for pb::SearchSegmentsRequest {
             stats: r.stats.map(Into::into),
             structured: r.structured,
             fields: all(r.fields),
+            defer_texts: r.defer_texts,
         }
     }
 }
@@ -135,6 +155,7 @@ impl From<pb::SearchSegmentsRequest> for ContextSearchRequest {
             stats: r.stats.map(Into::into),
             structured: r.structured,
             fields: all(r.fields),
+            defer_texts: r.defer_texts,
         }
     }
 }
@@ -259,9 +280,21 @@ mod tests {
                 name: "size".into(),
                 kind: "numeric".into(),
             }],
+            defer_texts: true,
         };
         let wire: pb::SearchSegmentsRequest = request.clone().into();
         assert_eq!(ContextSearchRequest::from(wire), request);
+        let fetch = SegmentFetchRequest {
+            project_id: "p".into(),
+            syncs: request.syncs.clone(),
+            segments: vec![SegmentRef {
+                sync_id: "s".into(),
+                record_id: "r".into(),
+                ordinal: 3,
+            }],
+        };
+        let wire: pb::FetchSegmentsRequest = fetch.clone().into();
+        assert_eq!(SegmentFetchRequest::from(wire), fetch);
         let none: Option<ReadSegmentsResponse> = pb::ReadSegmentsResponse::default().into();
         assert_eq!(none, None);
     }

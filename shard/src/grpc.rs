@@ -218,6 +218,19 @@ impl Shard for ShardGrpcService {
         Ok(Response::new(response.into()))
     }
 
+    async fn fetch_segments(
+        &self,
+        request: Request<pb::FetchSegmentsRequest>,
+    ) -> Result<Response<pb::FetchSegmentsResponse>, Status> {
+        let rid = self.begin(&request)?;
+        let response = self
+            .shard
+            .fetch_segments(request.into_inner().into())
+            .await
+            .map_err(|e| status_from_error(&e, &rid))?;
+        Ok(Response::new(response.into()))
+    }
+
     async fn read_segments(
         &self,
         request: Request<pb::ReadSegmentsRequest>,

@@ -14,10 +14,11 @@ use agentsearch_common::config::{ContextConfig, LexicalConfig, LimitsConfig};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
     ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
-    InlineSearchRequest, ListRecordsRequest, MAX_EXPORT_RECORDS, MAX_LIST_RECORDS,
-    ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest, RecordVersion,
-    SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
-    ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+    InlineSearchRequest, ListRecordsRequest, MAX_EXPORT_RECORDS, MAX_FETCH_SEGMENTS,
+    MAX_LIST_RECORDS, ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest,
+    RecordVersion, SegmentFetchRequest, SegmentFetchResponse, SegmentUpsertRequest, ShardApi,
+    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest,
+    ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_index::tool_index::stable_id;
@@ -353,6 +354,20 @@ impl ShardApi for LocalShard {
             })
         })
         .await
+    }
+
+    async fn fetch_segments(&self, request: SegmentFetchRequest) -> Result<SegmentFetchResponse> {
+        if request.segments.len() > MAX_FETCH_SEGMENTS {
+            return Err(Error::invalid(
+                "segments",
+                format!(
+                    "at most {MAX_FETCH_SEGMENTS} per call, got {}",
+                    request.segments.len()
+                ),
+            ));
+        }
+        self.segments(move |segments| Ok(segments.fetch(&request)))
+            .await
     }
 
     async fn read_segments(

@@ -110,6 +110,12 @@ impl ShardApi for GateShard {
     async fn delete_records(&self, request: RecordDeleteRequest) -> Res<ShardWriteResponse> {
         self.inner.delete_records(request).await
     }
+    async fn fetch_segments(
+        &self,
+        request: agentsearch_common::shard::SegmentFetchRequest,
+    ) -> Res<agentsearch_common::shard::SegmentFetchResponse> {
+        self.inner.fetch_segments(request).await
+    }
     async fn read_segments(
         &self,
         request: ReadSegmentsRequest,

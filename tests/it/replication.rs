@@ -21,6 +21,10 @@ use agentsearch_tests::*;
 
 type Res<T> = agentsearch_common::Result<T>;
 
+/// When set, the next replica to answer a segment search goes down right after (as a process
+/// crashing then would), and the flag is cleared.
+static CRASH_AFTER_SEARCH: AtomicBool = AtomicBool::new(false);
+
 /// A real shard that can be taken down (every call fails, as a crashed process would) or slowed
 /// (searches answer after a delay, as an overloaded one would), and counts the searches it gets.
 struct Replica {
@@ -28,6 +32,10 @@ struct Replica {
     down: AtomicBool,
     search_delay_ms: AtomicU64,
     searches: AtomicUsize,
+    /// A record deleted from this replica just before it answers a fetch of passage texts (as a
+    /// delete landing between a search and its fetch would).
+    delete_before_fetch: std::sync::Mutex<Option<RecordDeleteRequest>>,
+    fetches: AtomicUsize,
 }
 
 impl Replica {
@@ -85,7 +93,11 @@ impl ShardApi for Replica {
     }
     async fn search_segments(&self, request: ContextSearchRequest) -> Res<ContextSearchResponse> {
         self.read().await?;
-        self.inner.search_segments(request).await
+        let answer = self.inner.search_segments(request).await;
+        if CRASH_AFTER_SEARCH.swap(false, Ordering::SeqCst) {
+            self.down.store(true, Ordering::SeqCst);
+        }
+        answer
     }
     async fn upsert_segments(&self, request: SegmentUpsertRequest) -> Res<ShardWriteResponse> {
         self.up()?;
@@ -94,6 +106,18 @@ impl ShardApi for Replica {
     async fn delete_records(&self, request: RecordDeleteRequest) -> Res<ShardWriteResponse> {
         self.up()?;
         self.inner.delete_records(request).await
+    }
+    async fn fetch_segments(
+        &self,
+        request: agentsearch_common::shard::SegmentFetchRequest,
+    ) -> Res<agentsearch_common::shard::SegmentFetchResponse> {
+        self.up()?;
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        let delete = self.delete_before_fetch.lock().unwrap().take();
+        if let Some(delete) = delete {
+            self.inner.delete_records(delete).await?;
+        }
+        self.inner.fetch_segments(request).await
     }
     async fn read_segments(
         &self,
@@ -144,6 +168,8 @@ impl Replicated {
                 down: AtomicBool::new(false),
                 search_delay_ms: AtomicU64::new(0),
                 searches: AtomicUsize::new(0),
+                delete_before_fetch: Default::default(),
+                fetches: AtomicUsize::new(0),
             });
             served.push(serve_shard(replica.clone()).await);
             replicas.push(replica);
@@ -192,6 +218,8 @@ impl Replicated {
             down: AtomicBool::new(false),
             search_delay_ms: AtomicU64::new(0),
             searches: AtomicUsize::new(0),
+            delete_before_fetch: Default::default(),
+            fetches: AtomicUsize::new(0),
         });
         self.replicas[i] = replica.clone();
         self.dirs[i] = dir;
@@ -473,6 +501,106 @@ async fn a_sync_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
     // A pass with nothing stale does nothing.
     let report = router.repair_stale().await.unwrap();
     assert_eq!(report, Default::default());
+}
+
+/// The texts of a page's passages are fetched after the search: from another replica when the
+/// one that answered the search is gone by then, and a passage whose record was deleted in
+/// between is counted unjoinable, its place on the page taken by the next record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passage_texts_are_fetched_after_the_search_from_a_live_replica() {
+    let cluster = Replicated::start().await;
+    let router = &cluster.router;
+    let dim = embedder().dim();
+    let sync = router
+        .create_sync(CreateSync {
+            project_id: PROJECT.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            fields: Vec::new(),
+        })
+        .await
+        .unwrap();
+    router
+        .upsert_records(PROJECT, &sync.id, anyone_records(12, dim, "first"), "w0")
+        .await
+        .unwrap();
+    let search = || async {
+        let request = RawContextSearch {
+            query: Some("first zephyrine budget".into()),
+            sync_ids: Some(vec![sync.id.clone()]),
+            top_k: Some(agentsearch_router::json::Int::Exact(5)),
+            ..Default::default()
+        }
+        .validate(PROJECT.into())
+        .unwrap();
+        router.search_context(request, "test", None).await.unwrap()
+    };
+    let texts_of = |response: &agentsearch_router::context::api::ContextSearchResponse| {
+        response
+            .results
+            .iter()
+            .map(|r| {
+                assert_eq!(r.segments.len(), 1, "{r:?}");
+                let segment = &r.segments[0];
+                let number = r.id.rsplit_once(".doc-").unwrap().1;
+                assert_eq!(
+                    segment.text,
+                    format!("Document {number} of the first zephyrine budget.")
+                );
+                r.id.clone()
+            })
+            .collect::<Vec<String>>()
+    };
+    let before = search().await;
+    let page = texts_of(&before);
+    assert_eq!(page.len(), 5);
+    assert_eq!(before.usage.dropped.segments_unjoinable, 0);
+    assert_eq!(before.usage.dropped.records_beyond_top_k, 7);
+
+    // The replica that answers the search goes down before the texts are fetched.
+    CRASH_AFTER_SEARCH.store(true, Ordering::SeqCst);
+    let rerouted = search().await;
+    assert_eq!(texts_of(&rerouted), page);
+    assert_eq!(rerouted.usage.dropped.segments_unjoinable, 0);
+    let down: Vec<usize> = (0..3)
+        .filter(|&i| cluster.replicas[i].down.load(Ordering::SeqCst))
+        .collect();
+    assert_eq!(down.len(), 1, "one replica answered the search");
+    cluster.set_down(down[0], false);
+
+    // The first record of the page is deleted between the search and the fetch.
+    let first = page[0].rsplit_once('.').unwrap().1.to_string();
+    for replica in &cluster.replicas {
+        *replica.delete_before_fetch.lock().unwrap() = Some(RecordDeleteRequest {
+            project_id: PROJECT.into(),
+            sync_id: sync.id.clone(),
+            record_ids: vec![first.clone()],
+        });
+    }
+    let fetches: usize = cluster
+        .replicas
+        .iter()
+        .map(|r| r.fetches.load(Ordering::SeqCst))
+        .sum();
+    let after = search().await;
+    let fetched: usize = cluster
+        .replicas
+        .iter()
+        .map(|r| r.fetches.load(Ordering::SeqCst))
+        .sum();
+    // One fetch for the page and one for the record taking its place (more if one was hedged).
+    assert!(fetched - fetches >= 2, "{fetches} -> {fetched}");
+    let ids = texts_of(&after);
+    assert_eq!(
+        ids.len(),
+        5,
+        "the next record takes the deleted one's place: {ids:?}"
+    );
+    assert_eq!(ids[..4], page[1..]);
+    assert!(!ids.contains(&page[0]));
+    assert_eq!(after.usage.dropped.segments_unjoinable, 1);
+    assert_eq!(after.usage.dropped.records_beyond_top_k, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

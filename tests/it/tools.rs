@@ -700,6 +700,12 @@ impl ShardApi for FaultyShard {
         self.inner.delete_records(request).await
     }
 
+    async fn fetch_segments(
+        &self,
+        request: agentsearch_common::shard::SegmentFetchRequest,
+    ) -> agentsearch_common::Result<agentsearch_common::shard::SegmentFetchResponse> {
+        self.inner.fetch_segments(request).await
+    }
     async fn read_segments(
         &self,
         request: ReadSegmentsRequest,

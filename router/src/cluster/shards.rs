@@ -12,9 +12,9 @@ use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
     ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
     InlineSearchRequest, ListRecordsRequest, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardApi, ShardDeleteRequest,
-    ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse,
-    TermStats, TermStatsRequest,
+    RecordDeleteRequest, RecordVersion, SegmentFetchRequest, SegmentFetchResponse,
+    SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
+    ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_proto::error_from_status;
@@ -385,6 +385,31 @@ impl ShardClient {
             }
         };
         self.timed("delete_records", timeout, fut).await
+    }
+
+    pub async fn fetch_segments(
+        &self,
+        req: SegmentFetchRequest,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<SegmentFetchResponse> {
+        let fut = async {
+            match self {
+                ShardClient::Local(s) => s.fetch_segments(req).await,
+                ShardClient::Grpc(g) => g
+                    .client
+                    .clone()
+                    .fetch_segments(g.request(
+                        pb::FetchSegmentsRequest::from(req),
+                        request_id,
+                        timeout,
+                    ))
+                    .await
+                    .map(|r| r.into_inner().into())
+                    .map_err(|s| remote(&g.addr, s)),
+            }
+        };
+        self.timed("fetch_segments", timeout, fut).await
     }
 
     pub async fn read_segments(

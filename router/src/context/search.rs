@@ -26,8 +26,9 @@ use agentsearch_common::principal;
 use agentsearch_common::segment::{SegmentParams, segment};
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse as ShardAnswer, ContextStatsRequest, FieldDecl,
-    IndexedRecord, IndexedSegment, ReadSegmentsRequest, RecordInfo, RetrievalMode, SegmentData,
-    SegmentHit, SyncScope, TermStats, segment_hit_order, segment_key,
+    IndexedRecord, IndexedSegment, MAX_FETCH_SEGMENTS, ReadSegmentsRequest, RecordInfo,
+    RetrievalMode, SegmentData, SegmentFetchRequest, SegmentFetchResponse, SegmentHit, SegmentRef,
+    SyncScope, TermStats, segment_hit_order, segment_key,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_store::{RecordEntry, SyncRow};
@@ -590,6 +591,8 @@ impl Router {
                 .as_ref()
                 .map(|(_, fields)| fields.clone())
                 .unwrap_or_default(),
+            // The texts of the passages returned are fetched once the page is known.
+            defer_texts: true,
         };
         let plan = PartPlan {
             shards: &self.shards,
@@ -631,8 +634,11 @@ impl Router {
             .await;
         let mut answers: Vec<ShardAnswer> = Vec::new();
         let mut failed_syncs: Vec<usize> = unplaced;
+        // The shard that answered for each sync, asked again for the texts.
+        let mut answered_by: HashMap<usize, String> = HashMap::new();
         for outcome in outcomes {
-            for (shard_id, _, answer, took) in outcome.answers {
+            for (shard_id, members, answer, took) in outcome.answers {
+                answered_by.extend(members.iter().map(|&i| (i, shard_id.clone())));
                 if req.diagnostics {
                     trace.push(&format!("shard:{shard_id}"), took);
                     let t = answer.timings;
@@ -774,17 +780,22 @@ impl Router {
             .iter()
             .map(|s| (s.sync.id.as_str(), s.sync.source.as_str()))
             .collect();
+        let places: HashMap<&str, &SegmentHit> = lexical_keys
+            .iter()
+            .zip(&lexical)
+            .chain(dense_keys.iter().zip(&dense))
+            .map(|((key, _), hit)| (key.as_str(), hit))
+            .collect();
         let mut unjoinable = 0u64;
         let mut order: Vec<(String, String)> = Vec::new();
-        let mut grouped: HashMap<(String, String), Vec<(&SegmentData, f64)>> = HashMap::new();
+        let mut grouped: HashMap<(String, String), Vec<(&str, &SegmentHit, f64)>> = HashMap::new();
         for item in &fused {
-            let Some(segment) = texts.get(item.key) else {
+            let Some(&hit) = places.get(item.key) else {
                 unjoinable += 1;
                 continue;
             };
-            let record_key = (segment.sync_id.clone(), segment.record_id.clone());
-            if !records.contains_key(&record_key) || !sources.contains_key(segment.sync_id.as_str())
-            {
+            let record_key = (hit.sync_id.clone(), hit.record_id.clone());
+            if !records.contains_key(&record_key) || !sources.contains_key(hit.sync_id.as_str()) {
                 unjoinable += 1;
                 continue;
             }
@@ -793,7 +804,7 @@ impl Router {
                 Vec::new()
             });
             if list.len() < req.segments_per_record as usize {
-                list.push((segment, item.score));
+                list.push((item.key, hit, item.score));
             }
         }
         // Records are ranked by fusing each retriever's best passage of every record, so a
@@ -862,46 +873,91 @@ impl Router {
         let best_record = record_fused.first().map_or(1.0, |f| f.score);
         let best = fused.first().map_or(1.0, |f| f.score);
         let relevancy = |score: f64| scale(score, best, floor);
-        let records_total = ranked.len() as u64;
+        let mut records_total = ranked.len() as u64;
         // The page, or the records the reranker sees if they are more.
         let rerank_n = match (&self.rerank, req.rerank) {
             (Some(rerank), None | Some(true)) => rerank.top_n,
             _ => 0,
         };
         let kept = (offset as usize + req.top_k as usize).max(rerank_n);
-        let mut results: Vec<ContextResult> = ranked
-            .into_iter()
-            .take(kept)
-            .map(|(record_score, key)| {
-                let info = &records[&key];
-                let segments = &grouped[&key];
-                ContextResult {
+        trace.step("group");
+        // The texts of the page's passages (a shard that predates deferred texts sent them with
+        // its answer). A passage whose text is gone (its record deleted or its permissions
+        // changed since the search) is unjoinable, and a record left without passages gives
+        // its place to the next.
+        let index_of: HashMap<&str, usize> = scopes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.sync.id.as_str(), i))
+            .collect();
+        let mut results: Vec<ContextResult> = Vec::new();
+        let mut next = 0;
+        while results.len() < kept && next < ranked.len() {
+            let batch = &ranked[next..ranked.len().min(next + kept - results.len())];
+            next += batch.len();
+            let missing: Vec<(usize, &SegmentHit)> = batch
+                .iter()
+                .flat_map(|(_, key)| &grouped[key])
+                .filter(|(key, _, _)| !texts.contains_key(*key))
+                .filter_map(|(_, hit, _)| Some((*index_of.get(hit.sync_id.as_str())?, *hit)))
+                .collect();
+            if !missing.is_empty() {
+                let fetched = self
+                    .fetch_texts(
+                        &req.project_id,
+                        &scopes,
+                        &answered_by,
+                        missing,
+                        &alternatives,
+                        request_id,
+                        deadline,
+                    )
+                    .await;
+                for segment in fetched {
+                    texts.insert(
+                        segment_key(&segment.sync_id, &segment.record_id, segment.ordinal),
+                        segment,
+                    );
+                }
+            }
+            for (record_score, key) in batch {
+                let info = &records[key];
+                let mut segments = Vec::new();
+                for (passage, _, score) in &grouped[key] {
+                    let Some(s) = texts.get(*passage) else {
+                        unjoinable += 1;
+                        continue;
+                    };
+                    let pointer = pointer_of(s);
+                    segments.push(ResultSegment {
+                        chunk_id: pointer.clone(),
+                        pointer,
+                        text: s.text.clone(),
+                        relevancy: relevancy(*score),
+                        rerank_score: None,
+                        highlights: s.highlights.clone(),
+                    });
+                }
+                if segments.is_empty() {
+                    records_total -= 1;
+                    continue;
+                }
+                results.push(ContextResult {
                     id: format!("{}.{}", info.sync_id, info.record_id),
                     sync_id: info.sync_id.clone(),
                     source: sources[info.sync_id.as_str()].to_string(),
-                    relevancy: scale(record_score, best_record, record_floor),
+                    relevancy: scale(*record_score, best_record, record_floor),
                     rerank_score: None,
-                    explain: explain_of(&key),
+                    explain: explain_of(key),
                     generation: info.generation,
                     display_name: info.display_name.clone(),
-                    segments: segments
-                        .iter()
-                        .map(|(s, score)| {
-                            let pointer = pointer_of(s);
-                            ResultSegment {
-                                chunk_id: pointer.clone(),
-                                pointer,
-                                text: s.text.clone(),
-                                relevancy: relevancy(*score),
-                                rerank_score: None,
-                                highlights: s.highlights.clone(),
-                            }
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        trace.step("group");
+                    segments,
+                });
+            }
+        }
+        if next > 0 {
+            trace.step("texts");
+        }
         let rerank_outcome = self
             .rerank_records(
                 &req.query,
@@ -949,6 +1005,95 @@ impl Router {
             usage,
             trace: req.diagnostics.then(|| trace.finish()),
         })
+    }
+
+    /// The texts of `wanted` (each with its sync's index in `scopes`) that still exist and may
+    /// be read, from the shard that answered the search for their sync (`answered_by`), or
+    /// another replica if it fails. Whatever no shard returns is left out.
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_texts(
+        &self,
+        project_id: &str,
+        scopes: &[Scope],
+        answered_by: &HashMap<usize, String>,
+        wanted: Vec<(usize, &SegmentHit)>,
+        alternatives: &AlternativesFn<'_, usize>,
+        request_id: &str,
+        deadline: Instant,
+    ) -> Vec<SegmentData> {
+        let mut by_sync: BTreeMap<usize, Vec<SegmentRef>> = BTreeMap::new();
+        for (i, hit) in wanted {
+            by_sync.entry(i).or_default().push(SegmentRef {
+                sync_id: hit.sync_id.clone(),
+                record_id: hit.record_id.clone(),
+                ordinal: hit.ordinal,
+            });
+        }
+        let mut parts: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &i in by_sync.keys() {
+            if let Some(shard) = answered_by.get(&i) {
+                parts.entry(shard.as_str()).or_default().push(i);
+            }
+        }
+        let plan = PartPlan {
+            shards: &self.shards,
+            alternatives,
+            hedge_after: self.settings.hedge_after,
+            deadline: tokio::time::Instant::from_std(deadline),
+            rpc: "fetch_segments",
+        };
+        let by_sync = &by_sync;
+        let call = |_: &str, client: ShardClient, members: Vec<usize>, timeout| async move {
+            let syncs: Vec<SyncScope> = members
+                .iter()
+                .map(|&i| SyncScope {
+                    sync_id: scopes[i].sync.id.clone(),
+                    principals: scopes[i].principals.clone(),
+                    source: String::new(),
+                })
+                .collect();
+            let segments: Vec<SegmentRef> = members
+                .iter()
+                .flat_map(|i| by_sync[i].iter().cloned())
+                .collect();
+            let mut answer = SegmentFetchResponse::default();
+            for chunk in segments.chunks(MAX_FETCH_SEGMENTS) {
+                let part = client
+                    .fetch_segments(
+                        SegmentFetchRequest {
+                            project_id: project_id.to_string(),
+                            syncs: syncs.clone(),
+                            segments: chunk.to_vec(),
+                        },
+                        request_id,
+                        timeout,
+                    )
+                    .await?;
+                answer.segments.extend(part.segments);
+                answer.failures.extend(part.failures);
+            }
+            Ok(answer)
+        };
+        let outcomes = join_all(
+            parts
+                .into_iter()
+                .map(|(shard, members)| run_part(&plan, shard.to_string(), members, &call)),
+        )
+        .instrument(tracing::info_span!("fetch_texts"))
+        .await;
+        let mut texts = Vec::new();
+        for outcome in outcomes {
+            for (shard_id, _, answer, _) in outcome.answers {
+                for f in &answer.failures {
+                    tracing::warn!(request_id, shard_id = %shard_id, sync = %f.integration, error = %f.message, "reading passage texts failed");
+                }
+                texts.extend(answer.segments);
+            }
+            for (shard_id, _, err) in outcome.failed {
+                tracing::warn!(request_id, shard_id = %shard_id, error = %err, "reading passage texts failed on a shard");
+            }
+        }
+        texts
     }
 
     /// Reranks the passages of the first `rerank.top_n` records (one call for all of them): each

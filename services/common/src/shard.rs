@@ -39,6 +39,9 @@ pub trait ShardApi: Send + Sync + 'static {
     async fn upsert_segments(&self, request: SegmentUpsertRequest) -> Result<ShardWriteResponse>;
     /// Deletes records (every segment) from the sync's index; unknown ids are ignored.
     async fn delete_records(&self, request: RecordDeleteRequest) -> Result<ShardWriteResponse>;
+    /// The texts of segments named by record and ordinal, each only if its record exists and the
+    /// caller's principals in its sync may read it.
+    async fn fetch_segments(&self, request: SegmentFetchRequest) -> Result<SegmentFetchResponse>;
     /// A segment and its neighbours, if the principals may read its record.
     async fn read_segments(
         &self,
@@ -87,6 +90,8 @@ pub struct ExportRecordsRequest {
 
 /// Most records one list call returns.
 pub const MAX_LIST_RECORDS: u32 = 10_000;
+/// Most segments one fetch call names.
+pub const MAX_FETCH_SEGMENTS: usize = 4096;
 /// Most records one export call returns.
 pub const MAX_EXPORT_RECORDS: usize = 256;
 
@@ -427,6 +432,10 @@ pub struct ContextSearchRequest {
     pub structured: Option<String>,
     /// Metadata fields the searched syncs declare, for parsing `structured`.
     pub fields: Vec<FieldDecl>,
+    /// Leave the hits' texts out of the answer (`segments` empty): the caller fetches the texts
+    /// of the passages it returns with [`ShardApi::fetch_segments`]. Ignored with a structured
+    /// query's `highlight` (the fragments are made where the query is parsed).
+    pub defer_texts: bool,
 }
 
 /// One ranked segment of one retriever.
@@ -491,9 +500,9 @@ pub struct ContextSearchResponse {
     /// Visible segments holding at least one query term, over all searched syncs (the lexical
     /// candidates are the best `limit` of these).
     pub lexical_matched: u64,
-    /// The text of every segment in `lexical` or `dense`.
+    /// The text of every segment in `lexical` or `dense` (none if the request deferred them).
     pub segments: Vec<SegmentData>,
-    /// The record of every segment in `segments`.
+    /// The record of every segment in `lexical` or `dense`.
     pub records: Vec<RecordInfo>,
     /// Syncs (in `integration`) or retrievers that failed; the rest of the answer is valid.
     pub failures: Vec<PartFailure>,
@@ -505,6 +514,31 @@ pub struct ContextSearchResponse {
     pub structured: bool,
     /// With `countExactly`: visible records having a segment the structured query allows.
     pub matched: Option<u64>,
+}
+
+/// One segment of a sync, by record and ordinal.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentRef {
+    pub sync_id: String,
+    pub record_id: String,
+    pub ordinal: u32,
+}
+
+/// The texts of some segments, for a caller holding each scope's principals in its sync.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentFetchRequest {
+    pub project_id: String,
+    /// The syncs of `segments` and the caller's principals there (`source` is not read).
+    pub syncs: Vec<SyncScope>,
+    pub segments: Vec<SegmentRef>,
+}
+
+/// The requested segments that exist and the caller may read (in request order; the others are
+/// left out, without saying why), and the syncs that failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentFetchResponse {
+    pub segments: Vec<SegmentData>,
+    pub failures: Vec<PartFailure>,
 }
 
 /// Read around one segment, for a caller holding `principals` in the segment's sync.

@@ -282,6 +282,8 @@ fn bench_context(c: &mut Criterion) {
         stats: None,
         structured: None,
         fields: Vec::new(),
+        // As the router asks: the texts of the passages it returns are fetched after fusion.
+        defer_texts: true,
     };
     c.bench_function("context_search_20k_hybrid", |b| {
         b.iter(|| indexes.search(&request))

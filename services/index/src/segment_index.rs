@@ -30,8 +30,9 @@ use agentsearch_common::config::ContextConfig;
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, FieldData, FieldDecl,
     FieldValue, IndexedRecord, IndexedSegment, PartFailure, ReadSegmentsRequest,
-    ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, SegmentData, SegmentHit,
-    SegmentIndexInfo, SegmentUpsertRequest, ShardTimings, TermStats,
+    ReadSegmentsResponse, RecordDeleteRequest, RecordInfo, SegmentData, SegmentFetchRequest,
+    SegmentFetchResponse, SegmentHit, SegmentIndexInfo, SegmentUpsertRequest, ShardTimings,
+    TermStats,
 };
 use agentsearch_query::{FieldDef, FieldKind};
 use parking_lot::{Mutex, RwLock};
@@ -541,6 +542,23 @@ impl Visibility {
 
 /// Whether `record` is visible to a caller holding `principals`: for a few records, where
 /// [`Visibility`] (every set the caller opens) would cost more than it saves.
+/// The record of segment `ordinal` of record `record_id` (vector id `id`), if it still has it and
+/// is visible to `principals`.
+fn live_segment<'s>(
+    state: &'s State,
+    id: u64,
+    record_id: &str,
+    ordinal: u32,
+    principals: &[String],
+) -> Option<&'s Record> {
+    state
+        .segment(id)
+        .filter(|&(record, o)| {
+            o == ordinal && *record.id == *record_id && visible_to(record, principals)
+        })
+        .map(|(record, _)| record)
+}
+
 fn visible_to(record: &Record, principals: &[String]) -> bool {
     record
         .principals
@@ -1368,30 +1386,41 @@ impl SegmentIndex {
         let state = self.state.read();
         let mut out = Vec::with_capacity(segments.len());
         for &(id, record_id, ordinal) in segments {
-            let found = match state.segment(id) {
-                Some((record, o))
-                    if o == ordinal
-                        && *record.id == *record_id
-                        && visible_to(record, principals) =>
-                {
-                    self.segment_text(&state.searcher, id)?.map(|text| {
-                        (
-                            SegmentData {
-                                sync_id: self.sync_id.clone(),
-                                record_id: record_id.to_string(),
-                                ordinal,
-                                text,
-                                highlights: Vec::new(),
-                            },
-                            self.record_info(record),
-                        )
-                    })
-                }
-                _ => None,
+            let found = match live_segment(&state, id, record_id, ordinal, principals) {
+                Some(record) => self.segment_text(&state.searcher, id)?.map(|text| {
+                    (
+                        SegmentData {
+                            sync_id: self.sync_id.clone(),
+                            record_id: record_id.to_string(),
+                            ordinal,
+                            text,
+                            highlights: Vec::new(),
+                        },
+                        self.record_info(record),
+                    )
+                }),
+                None => None,
             };
             out.push(found);
         }
         Ok(out)
+    }
+
+    /// The record of segments named by search, checked as [`SegmentIndex::fetch`] checks them,
+    /// without reading their texts.
+    pub fn records_of(
+        &self,
+        segments: &[(u64, &str, u32)],
+        principals: &[String],
+    ) -> Vec<Option<RecordInfo>> {
+        let state = self.state.read();
+        segments
+            .iter()
+            .map(|&(id, record_id, ordinal)| {
+                live_segment(&state, id, record_id, ordinal, principals)
+                    .map(|record| self.record_info(record))
+            })
+            .collect()
     }
 
     /// The record's info and its segments `ordinal - before ..= ordinal + after` (clamped), if the
@@ -2246,6 +2275,9 @@ impl SegmentIndexes {
                 wanted[*n].push((c.vector_id, c.record_id.clone(), c.ordinal));
             }
         }
+        // Highlights are made here, from the texts: a search asking for them gets its texts.
+        let highlight = structured.as_ref().is_some_and(|s| s.highlight);
+        let texts = !request.defer_texts || highlight;
         let mut fetched: HashSet<(usize, u64)> = HashSet::new();
         let mut segments = Vec::new();
         let mut records = Vec::new();
@@ -2259,20 +2291,33 @@ impl SegmentIndexes {
                 .iter()
                 .map(|(id, record, ordinal)| (*id, &**record, *ordinal))
                 .collect();
-            match index.fetch(&keys, &principals[index.sync_id()]) {
-                Ok(found) => {
-                    for ((id, record_id, _), found) in want.iter().zip(found) {
-                        let Some((segment, record)) = found else {
-                            continue;
-                        };
-                        fetched.insert((n, *id));
-                        segments.push(segment);
-                        if seen_records.insert((n, record_id.clone())) {
-                            records.push(record);
-                        }
+            let found: Vec<Option<(Option<SegmentData>, RecordInfo)>> = if texts {
+                match index.fetch(&keys, &principals[index.sync_id()]) {
+                    Ok(found) => found
+                        .into_iter()
+                        .map(|f| f.map(|(segment, record)| (Some(segment), record)))
+                        .collect(),
+                    Err(err) => {
+                        failures.push(failure(index, "", &err));
+                        continue;
                     }
                 }
-                Err(err) => failures.push(failure(index, "", &err)),
+            } else {
+                index
+                    .records_of(&keys, &principals[index.sync_id()])
+                    .into_iter()
+                    .map(|f| f.map(|record| (None, record)))
+                    .collect()
+            };
+            for ((id, record_id, _), found) in want.iter().zip(found) {
+                let Some((segment, record)) = found else {
+                    continue;
+                };
+                fetched.insert((n, *id));
+                segments.extend(segment);
+                if seen_records.insert((n, record_id.clone())) {
+                    records.push(record);
+                }
             }
         }
         let hits = |best: Vec<(usize, Candidate)>| -> Vec<SegmentHit> {
@@ -2288,7 +2333,7 @@ impl SegmentIndexes {
         };
         let lexical = hits(lexical_best);
         let dense = hits(dense_best);
-        if let Some(structured) = structured.as_ref().filter(|s| s.highlight) {
+        if let Some(structured) = structured.as_ref().filter(|_| highlight) {
             let nodes: Vec<&agentsearch_query::Node> =
                 structured.query.iter().chain(&structured.filter).collect();
             let highlighter =
@@ -2317,6 +2362,63 @@ impl SegmentIndexes {
             },
             structured: structured.is_some(),
             matched,
+        }
+    }
+
+    /// The texts of the requested segments that exist and that the caller's principals in their
+    /// sync may read, in request order (a segment of a sync the request gives no principals for
+    /// is not readable); syncs whose store could not be read are failures.
+    pub fn fetch(&self, request: &SegmentFetchRequest) -> SegmentFetchResponse {
+        let mut principals: HashMap<&str, Vec<String>> = HashMap::new();
+        for scope in &request.syncs {
+            principals
+                .entry(scope.sync_id.as_str())
+                .or_default()
+                .extend(scope.principals.iter().cloned());
+        }
+        let scoped = self.scoped(
+            &request.project_id,
+            request.syncs.iter().map(|s| s.sync_id.as_str()),
+        );
+        let mut found: Vec<Option<SegmentData>> = vec![None; request.segments.len()];
+        let mut failures = Vec::new();
+        for index in &scoped {
+            let positions: Vec<usize> = (0..request.segments.len())
+                .filter(|&i| request.segments[i].sync_id == index.sync_id())
+                .collect();
+            if positions.is_empty() {
+                continue;
+            }
+            let keys: Vec<(u64, &str, u32)> = positions
+                .iter()
+                .map(|&i| {
+                    let s = &request.segments[i];
+                    (
+                        segment_id(&s.record_id, s.ordinal),
+                        s.record_id.as_str(),
+                        s.ordinal,
+                    )
+                })
+                .collect();
+            match index.fetch(&keys, &principals[index.sync_id()]) {
+                Ok(texts) => {
+                    for (&i, text) in positions.iter().zip(texts) {
+                        found[i] = text.map(|(segment, _)| segment);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(sync = index.sync_id(), error = %err, "reading segment texts failed");
+                    failures.push(PartFailure {
+                        integration: index.sync_id().to_string(),
+                        retriever: String::new(),
+                        message: err.to_string(),
+                    });
+                }
+            }
+        }
+        SegmentFetchResponse {
+            segments: found.into_iter().flatten().collect(),
+            failures,
         }
     }
 

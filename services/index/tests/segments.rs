@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use agentsearch_common::config::ContextConfig;
 use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, IndexedRecord,
-    IndexedSegment, ReadSegmentsRequest, RecordDeleteRequest, SegmentHit, SegmentUpsertRequest,
-    SyncScope, TermStats, segment_hit_order,
+    IndexedSegment, ReadSegmentsRequest, RecordDeleteRequest, SegmentFetchRequest, SegmentHit,
+    SegmentRef, SegmentUpsertRequest, SyncScope, TermStats, segment_hit_order,
 };
 use agentsearch_index::analyzer::{analyze, text_analyzer};
 use agentsearch_index::{IndexError, SegmentIndexes};
@@ -99,6 +99,7 @@ fn search(
         stats: None,
         structured: None,
         fields: Vec::new(),
+        defer_texts: false,
     });
     assert!(response.failures.is_empty(), "{:?}", response.failures);
     response
@@ -657,16 +658,19 @@ proptest! {
                 (0..2).map(|s| (sync_name(s), tokens_of(masks[s]))).collect();
             let query = words(&query_words);
             let vector = unit(combination, signs);
+            // Half the searches leave the texts to a fetch, as the router asks.
+            let defer_texts = limit % 2 == 0;
+            let sync_scopes: Vec<SyncScope> = scopes
+                .iter()
+                .map(|(sync_id, principals)| SyncScope {
+                    sync_id: sync_id.clone(),
+                    principals: principals.clone(),
+                    source: "googledrive".into(),
+                })
+                .collect();
             let response = indexes.search(&ContextSearchRequest {
                 project_id: PROJECT.into(),
-                syncs: scopes
-                    .iter()
-                    .map(|(sync_id, principals)| SyncScope {
-                        sync_id: sync_id.clone(),
-                        principals: principals.clone(),
-                        source: "googledrive".into(),
-                    })
-                    .collect(),
+                syncs: sync_scopes.clone(),
                 query: query.clone(),
                 vector: Some(vector.clone()),
                 limit,
@@ -674,8 +678,16 @@ proptest! {
                 stats: None,
                 structured: None,
                 fields: Vec::new(),
+                defer_texts,
             });
             prop_assert!(response.failures.is_empty(), "{:?}", response.failures);
+            let fetch = |segments: Vec<SegmentRef>| {
+                indexes.fetch(&SegmentFetchRequest {
+                    project_id: PROJECT.into(),
+                    syncs: sync_scopes.clone(),
+                    segments,
+                })
+            };
 
             let visible = |sync: &str, record: &IndexedRecord| {
                 let caller = &scopes.iter().find(|(s, _)| s == sync).unwrap().1;
@@ -727,7 +739,59 @@ proptest! {
             for hit in &hits {
                 prop_assert!(is_visible(&hit.sync_id, &hit.record_id), "{:?}", hit);
             }
-            for segment in &response.segments {
+            let segments = if defer_texts {
+                prop_assert!(response.segments.is_empty());
+                let mut seen = HashSet::new();
+                let fetched = fetch(
+                    hits.iter()
+                        .filter(|h| seen.insert(h.key()))
+                        .map(|h| SegmentRef {
+                            sync_id: h.sync_id.clone(),
+                            record_id: h.record_id.clone(),
+                            ordinal: h.ordinal,
+                        })
+                        .collect(),
+                );
+                prop_assert!(fetched.failures.is_empty(), "{:?}", fetched.failures);
+                fetched.segments
+            } else {
+                response.segments.clone()
+            };
+            // A fetch of every segment held (and of one that does not exist) returns the
+            // readable ones, in request order, with their texts.
+            let mut every: Vec<SegmentRef> = Vec::new();
+            let mut readable: Vec<(String, String, u32, String)> = Vec::new();
+            for ((sync, record_id), record) in &model {
+                for segment in &record.segments {
+                    every.push(SegmentRef {
+                        sync_id: sync.clone(),
+                        record_id: record_id.clone(),
+                        ordinal: segment.ordinal,
+                    });
+                    if visible(sync, record) {
+                        readable.push((
+                            sync.clone(),
+                            record_id.clone(),
+                            segment.ordinal,
+                            segment.text.clone(),
+                        ));
+                    }
+                }
+                every.push(SegmentRef {
+                    sync_id: sync.clone(),
+                    record_id: record_id.clone(),
+                    ordinal: record.segments.len() as u32,
+                });
+            }
+            let fetched = fetch(every);
+            prop_assert!(fetched.failures.is_empty(), "{:?}", fetched.failures);
+            let got: Vec<(String, String, u32, String)> = fetched
+                .segments
+                .into_iter()
+                .map(|s| (s.sync_id, s.record_id, s.ordinal, s.text))
+                .collect();
+            prop_assert_eq!(got, readable);
+            for segment in &segments {
                 prop_assert!(is_visible(&segment.sync_id, &segment.record_id));
                 let record = &model[&(segment.sync_id.clone(), segment.record_id.clone())];
                 prop_assert_eq!(&segment.text, &record.segments[segment.ordinal as usize].text);
@@ -740,13 +804,12 @@ proptest! {
                 prop_assert_eq!(info.generation, record.generation);
             }
             let hit_keys: HashSet<String> = hits.iter().map(|h| h.key()).collect();
-            let segment_keys: HashSet<String> = response
-                .segments
+            let segment_keys: HashSet<String> = segments
                 .iter()
                 .map(|s| agentsearch_common::shard::segment_key(&s.sync_id, &s.record_id, s.ordinal))
                 .collect();
             prop_assert_eq!(&hit_keys, &segment_keys);
-            prop_assert_eq!(response.segments.len(), segment_keys.len());
+            prop_assert_eq!(segments.len(), segment_keys.len());
             let hit_records: HashSet<(String, String)> = hits
                 .iter()
                 .map(|h| (h.sync_id.clone(), h.record_id.clone()))
