@@ -42,7 +42,7 @@ same_fields!(FieldDecl, pb::FieldDecl, [name, kind], []);
 same_fields!(
     SegmentRef,
     pb::SegmentRef,
-    [sync_id, record_id, ordinal],
+    [sync_id, record_id, ordinal, generation],
     []
 );
 same_fields!(
@@ -291,6 +291,7 @@ mod tests {
                 sync_id: "s".into(),
                 record_id: "r".into(),
                 ordinal: 3,
+                generation: 2,
             }],
         };
         let wire: pb::FetchSegmentsRequest = fetch.clone().into();

@@ -21,10 +21,6 @@ use agentsearch_tests::*;
 
 type Res<T> = agentsearch_common::Result<T>;
 
-/// When set, the next replica to answer a segment search goes down right after (as a process
-/// crashing then would), and the flag is cleared.
-static CRASH_AFTER_SEARCH: AtomicBool = AtomicBool::new(false);
-
 /// A real shard that can be taken down (every call fails, as a crashed process would) or slowed
 /// (searches answer after a delay, as an overloaded one would), and counts the searches it gets.
 struct Replica {
@@ -32,6 +28,11 @@ struct Replica {
     down: AtomicBool,
     search_delay_ms: AtomicU64,
     searches: AtomicUsize,
+    /// Shared by a cluster's replicas: when set, the next replica to answer a segment search
+    /// goes down right after (as a process crashing then would), and the flag is cleared.
+    crash_after_search: Arc<AtomicBool>,
+    /// Fetches of passage texts fail (as a store that cannot be read would make them).
+    fetch_fails: AtomicBool,
     /// A record deleted from this replica just before it answers a fetch of passage texts (as a
     /// delete landing between a search and its fetch would).
     delete_before_fetch: std::sync::Mutex<Option<RecordDeleteRequest>>,
@@ -94,7 +95,7 @@ impl ShardApi for Replica {
     async fn search_segments(&self, request: ContextSearchRequest) -> Res<ContextSearchResponse> {
         self.read().await?;
         let answer = self.inner.search_segments(request).await;
-        if CRASH_AFTER_SEARCH.swap(false, Ordering::SeqCst) {
+        if self.crash_after_search.swap(false, Ordering::SeqCst) {
             self.down.store(true, Ordering::SeqCst);
         }
         answer
@@ -112,6 +113,11 @@ impl ShardApi for Replica {
         request: agentsearch_common::shard::SegmentFetchRequest,
     ) -> Res<agentsearch_common::shard::SegmentFetchResponse> {
         self.up()?;
+        if self.fetch_fails.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable(
+                "injected: the store cannot be read".into(),
+            ));
+        }
         self.fetches.fetch_add(1, Ordering::SeqCst);
         let delete = self.delete_before_fetch.lock().unwrap().take();
         if let Some(delete) = delete {
@@ -151,12 +157,15 @@ struct Replicated {
     served: Vec<Served>,
     _http: Served,
     dirs: Vec<tempfile::TempDir>,
+    /// See [`Replica::crash_after_search`].
+    crash: Arc<AtomicBool>,
 }
 
 impl Replicated {
     async fn start() -> Replicated {
         let (mut replicas, mut served, mut dirs, mut index) =
             (Vec::new(), Vec::new(), Vec::new(), BTreeMap::new());
+        let crash = Arc::new(AtomicBool::new(false));
         for i in 0..3 {
             let dir = tempfile::tempdir().unwrap();
             let inner = Arc::new(
@@ -168,6 +177,8 @@ impl Replicated {
                 down: AtomicBool::new(false),
                 search_delay_ms: AtomicU64::new(0),
                 searches: AtomicUsize::new(0),
+                crash_after_search: crash.clone(),
+                fetch_fails: AtomicBool::new(false),
                 delete_before_fetch: Default::default(),
                 fetches: AtomicUsize::new(0),
             });
@@ -199,6 +210,7 @@ impl Replicated {
             served,
             _http: http,
             dirs,
+            crash,
         }
     }
 
@@ -218,6 +230,8 @@ impl Replicated {
             down: AtomicBool::new(false),
             search_delay_ms: AtomicU64::new(0),
             searches: AtomicUsize::new(0),
+            crash_after_search: self.crash.clone(),
+            fetch_fails: AtomicBool::new(false),
             delete_before_fetch: Default::default(),
             fetches: AtomicUsize::new(0),
         });
@@ -559,7 +573,7 @@ async fn passage_texts_are_fetched_after_the_search_from_a_live_replica() {
     assert_eq!(before.usage.dropped.records_beyond_top_k, 7);
 
     // The replica that answers the search goes down before the texts are fetched.
-    CRASH_AFTER_SEARCH.store(true, Ordering::SeqCst);
+    cluster.crash.store(true, Ordering::SeqCst);
     let rerouted = search().await;
     assert_eq!(texts_of(&rerouted), page);
     assert_eq!(rerouted.usage.dropped.segments_unjoinable, 0);
@@ -601,6 +615,18 @@ async fn passage_texts_are_fetched_after_the_search_from_a_live_replica() {
     assert!(!ids.contains(&page[0]));
     assert_eq!(after.usage.dropped.segments_unjoinable, 1);
     assert_eq!(after.usage.dropped.records_beyond_top_k, 6);
+
+    // No replica can read the texts: the sync is not searchable, as if its search had failed
+    // (its readable segments counted from the store, which still holds all 12 records).
+    for replica in &cluster.replicas {
+        replica.fetch_fails.store(true, Ordering::SeqCst);
+    }
+    let failed = search().await;
+    assert!(failed.results.is_empty(), "{:?}", failed.results);
+    assert_eq!(failed.usage.dropped.segments_not_searchable, 12);
+    assert_eq!(failed.usage.dropped.segments_unjoinable, 0);
+    assert_eq!(failed.usage.dropped.records_beyond_top_k, 0);
+    assert!(failed.usage.underfilled);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

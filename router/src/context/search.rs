@@ -15,7 +15,7 @@
 //! stale and repaired, see [`crate::cluster::quorum`] and [`crate::cluster::repair`]), then the store records the
 //! final entries, all on a task a caller cannot cancel. A batch is acknowledged only after that.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use agentsearch_common::context::{
@@ -873,7 +873,6 @@ impl Router {
         let best_record = record_fused.first().map_or(1.0, |f| f.score);
         let best = fused.first().map_or(1.0, |f| f.score);
         let relevancy = |score: f64| scale(score, best, floor);
-        let mut records_total = ranked.len() as u64;
         // The page, or the records the reranker sees if they are more.
         let rerank_n = match (&self.rerank, req.rerank) {
             (Some(rerank), None | Some(true)) => rerank.top_n,
@@ -881,28 +880,39 @@ impl Router {
         };
         let kept = (offset as usize + req.top_k as usize).max(rerank_n);
         trace.step("group");
-        // The texts of the page's passages (a shard that predates deferred texts sent them with
-        // its answer). A passage whose text is gone (its record deleted or its permissions
-        // changed since the search) is unjoinable, and a record left without passages gives
-        // its place to the next.
+        // The texts of the page's passages, and of the records before it (the offset, and the
+        // reranker's), which the page's place depends on (a shard that predates deferred texts
+        // sent them with its answer). A passage whose text is gone (its record deleted, rewritten
+        // or its permissions changed since the search) is unjoinable, and a record left without
+        // passages gives its place to the next. A sync whose texts no replica could read is not
+        // searchable, as if its search had failed: its records leave the ranking.
         let index_of: HashMap<&str, usize> = scopes
             .iter()
             .enumerate()
             .map(|(i, s)| (s.sync.id.as_str(), i))
             .collect();
+        let sync_of = |key: &(String, String)| index_of.get(key.0.as_str()).copied();
         let mut results: Vec<ContextResult> = Vec::new();
+        let mut fetch_failed: BTreeSet<usize> = BTreeSet::new();
+        let mut emptied = 0u64;
         let mut next = 0;
         while results.len() < kept && next < ranked.len() {
             let batch = &ranked[next..ranked.len().min(next + kept - results.len())];
             next += batch.len();
-            let missing: Vec<(usize, &SegmentHit)> = batch
+            let missing: Vec<(usize, &SegmentHit, u64)> = batch
                 .iter()
-                .flat_map(|(_, key)| &grouped[key])
-                .filter(|(key, _, _)| !texts.contains_key(*key))
-                .filter_map(|(_, hit, _)| Some((*index_of.get(hit.sync_id.as_str())?, *hit)))
+                .filter_map(|(_, key)| Some((sync_of(key)?, key)))
+                .filter(|(sync, _)| !fetch_failed.contains(sync))
+                .flat_map(|(sync, key)| {
+                    let generation = records[key].generation;
+                    grouped[key]
+                        .iter()
+                        .filter(|(passage, _, _)| !texts.contains_key(*passage))
+                        .map(move |(_, hit, _)| (sync, *hit, generation))
+                })
                 .collect();
             if !missing.is_empty() {
-                let fetched = self
+                let (fetched, failed) = self
                     .fetch_texts(
                         &req.project_id,
                         &scopes,
@@ -913,6 +923,7 @@ impl Router {
                         deadline,
                     )
                     .await;
+                fetch_failed.extend(failed);
                 for segment in fetched {
                     texts.insert(
                         segment_key(&segment.sync_id, &segment.record_id, segment.ordinal),
@@ -921,6 +932,9 @@ impl Router {
                 }
             }
             for (record_score, key) in batch {
+                if sync_of(key).is_none_or(|sync| fetch_failed.contains(&sync)) {
+                    continue;
+                }
                 let info = &records[key];
                 let mut segments = Vec::new();
                 for (passage, _, score) in &grouped[key] {
@@ -939,7 +953,7 @@ impl Router {
                     });
                 }
                 if segments.is_empty() {
-                    records_total -= 1;
+                    emptied += 1;
                     continue;
                 }
                 results.push(ContextResult {
@@ -953,6 +967,27 @@ impl Router {
                     display_name: info.display_name.clone(),
                     segments,
                 });
+            }
+        }
+        let records_total = ranked
+            .iter()
+            .filter(|(_, key)| sync_of(key).is_some_and(|sync| !fetch_failed.contains(&sync)))
+            .count() as u64
+            - emptied;
+        if !fetch_failed.is_empty() {
+            if not_searchable_syncs.is_empty() {
+                metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "context")
+                    .increment(1);
+            }
+            for &i in &fetch_failed {
+                segments_not_searchable += self
+                    .store
+                    .readable_segments(&req.project_id, &scopes[i].sync.id, &scopes[i].principals)
+                    .await
+                    .unwrap_or_else(|err| {
+                        tracing::warn!(request_id, error = %err, "counting unsearchable segments failed");
+                        0
+                    });
             }
         }
         if next > 0 {
@@ -1007,32 +1042,37 @@ impl Router {
         })
     }
 
-    /// The texts of `wanted` (each with its sync's index in `scopes`) that still exist and may
-    /// be read, from the shard that answered the search for their sync (`answered_by`), or
-    /// another replica if it fails. Whatever no shard returns is left out.
+    /// The texts of `wanted` (each with its sync's index in `scopes` and its record's
+    /// generation) that still exist in that generation and may be read, from the shard that
+    /// answered the search for their sync (`answered_by`), or another replica if it fails; and
+    /// the syncs whose texts could not be read (no replica answered, or the answer says the
+    /// sync failed).
     #[allow(clippy::too_many_arguments)]
     async fn fetch_texts(
         &self,
         project_id: &str,
         scopes: &[Scope],
         answered_by: &HashMap<usize, String>,
-        wanted: Vec<(usize, &SegmentHit)>,
+        wanted: Vec<(usize, &SegmentHit, u64)>,
         alternatives: &AlternativesFn<'_, usize>,
         request_id: &str,
         deadline: Instant,
-    ) -> Vec<SegmentData> {
+    ) -> (Vec<SegmentData>, Vec<usize>) {
         let mut by_sync: BTreeMap<usize, Vec<SegmentRef>> = BTreeMap::new();
-        for (i, hit) in wanted {
+        for (i, hit, generation) in wanted {
             by_sync.entry(i).or_default().push(SegmentRef {
                 sync_id: hit.sync_id.clone(),
                 record_id: hit.record_id.clone(),
                 ordinal: hit.ordinal,
+                generation,
             });
         }
         let mut parts: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut failed: Vec<usize> = Vec::new();
         for &i in by_sync.keys() {
-            if let Some(shard) = answered_by.get(&i) {
-                parts.entry(shard.as_str()).or_default().push(i);
+            match answered_by.get(&i) {
+                Some(shard) => parts.entry(shard.as_str()).or_default().push(i),
+                None => failed.push(i),
             }
         }
         let plan = PartPlan {
@@ -1083,17 +1123,23 @@ impl Router {
         .await;
         let mut texts = Vec::new();
         for outcome in outcomes {
-            for (shard_id, _, answer, _) in outcome.answers {
+            for (shard_id, members, answer, _) in outcome.answers {
                 for f in &answer.failures {
                     tracing::warn!(request_id, shard_id = %shard_id, sync = %f.integration, error = %f.message, "reading passage texts failed");
+                    failed.extend(
+                        members
+                            .iter()
+                            .filter(|&&i| scopes[i].sync.id == f.integration),
+                    );
                 }
                 texts.extend(answer.segments);
             }
-            for (shard_id, _, err) in outcome.failed {
+            for (shard_id, members, err) in outcome.failed {
                 tracing::warn!(request_id, shard_id = %shard_id, error = %err, "reading passage texts failed on a shard");
+                failed.extend(members);
             }
         }
-        texts
+        (texts, failed)
     }
 
     /// Reranks the passages of the first `rerank.top_n` records (one call for all of them): each

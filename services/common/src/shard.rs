@@ -522,6 +522,8 @@ pub struct SegmentRef {
     pub sync_id: String,
     pub record_id: String,
     pub ordinal: u32,
+    /// The record's generation the segment must be of (0: whichever the shard holds).
+    pub generation: u64,
 }
 
 /// The texts of some segments, for a caller holding each scope's principals in its sync.
@@ -533,8 +535,8 @@ pub struct SegmentFetchRequest {
     pub segments: Vec<SegmentRef>,
 }
 
-/// The requested segments that exist and the caller may read (in request order; the others are
-/// left out, without saying why), and the syncs that failed.
+/// The requested segments that exist (of the generation asked for) and the caller may read (in
+/// request order; the others are left out, without saying why), and the syncs that failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SegmentFetchResponse {
     pub segments: Vec<SegmentData>,

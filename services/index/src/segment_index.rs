@@ -540,8 +540,6 @@ impl Visibility {
     }
 }
 
-/// Whether `record` is visible to a caller holding `principals`: for a few records, where
-/// [`Visibility`] (every set the caller opens) would cost more than it saves.
 /// The record of segment `ordinal` of record `record_id` (vector id `id`), if it still has it and
 /// is visible to `principals`.
 fn live_segment<'s>(
@@ -559,6 +557,8 @@ fn live_segment<'s>(
         .map(|(record, _)| record)
 }
 
+/// Whether `record` is visible to a caller holding `principals`: for a few records, where
+/// [`Visibility`] (every set the caller opens) would cost more than it saves.
 fn visible_to(record: &Record, principals: &[String]) -> bool {
     record
         .principals
@@ -2365,9 +2365,10 @@ impl SegmentIndexes {
         }
     }
 
-    /// The texts of the requested segments that exist and that the caller's principals in their
-    /// sync may read, in request order (a segment of a sync the request gives no principals for
-    /// is not readable); syncs whose store could not be read are failures.
+    /// The texts of the requested segments that exist (in the record generation named, if one
+    /// is) and that the caller's principals in their sync may read, in request order (a segment
+    /// of a sync the request gives no principals for is not readable); syncs whose store could
+    /// not be read are failures.
     pub fn fetch(&self, request: &SegmentFetchRequest) -> SegmentFetchResponse {
         let mut principals: HashMap<&str, Vec<String>> = HashMap::new();
         for scope in &request.syncs {
@@ -2403,7 +2404,12 @@ impl SegmentIndexes {
             match index.fetch(&keys, &principals[index.sync_id()]) {
                 Ok(texts) => {
                     for (&i, text) in positions.iter().zip(texts) {
-                        found[i] = text.map(|(segment, _)| segment);
+                        let generation = request.segments[i].generation;
+                        found[i] = text
+                            .filter(|(_, record)| {
+                                generation == 0 || record.generation == generation
+                            })
+                            .map(|(segment, _)| segment);
                     }
                 }
                 Err(err) => {

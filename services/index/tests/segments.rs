@@ -749,6 +749,7 @@ proptest! {
                             sync_id: h.sync_id.clone(),
                             record_id: h.record_id.clone(),
                             ordinal: h.ordinal,
+                            generation: 0,
                         })
                         .collect(),
                 );
@@ -757,16 +758,38 @@ proptest! {
             } else {
                 response.segments.clone()
             };
-            // A fetch of every segment held (and of one that does not exist) returns the
-            // readable ones, in request order, with their texts.
+            // A fetch of every segment held (each also asked of another generation, and one
+            // that does not exist per record), of the deleted records and of a sync out of scope
+            // returns the readable ones, in request order, with their texts.
             let mut every: Vec<SegmentRef> = Vec::new();
             let mut readable: Vec<(String, String, u32, String)> = Vec::new();
+            for (sync, number) in &deletes {
+                every.push(SegmentRef {
+                    sync_id: sync_name(*sync),
+                    record_id: format!("rec-{number}"),
+                    ordinal: 0,
+                    generation: 0,
+                });
+            }
             for ((sync, record_id), record) in &model {
+                every.push(SegmentRef {
+                    sync_id: "sync-out-of-scope".into(),
+                    record_id: record_id.clone(),
+                    ordinal: 0,
+                    generation: 0,
+                });
                 for segment in &record.segments {
                     every.push(SegmentRef {
                         sync_id: sync.clone(),
                         record_id: record_id.clone(),
                         ordinal: segment.ordinal,
+                        generation: record.generation + 1,
+                    });
+                    every.push(SegmentRef {
+                        sync_id: sync.clone(),
+                        record_id: record_id.clone(),
+                        ordinal: segment.ordinal,
+                        generation: record.generation,
                     });
                     if visible(sync, record) {
                         readable.push((
@@ -781,6 +804,7 @@ proptest! {
                     sync_id: sync.clone(),
                     record_id: record_id.clone(),
                     ordinal: record.segments.len() as u32,
+                    generation: 0,
                 });
             }
             let fetched = fetch(every);
