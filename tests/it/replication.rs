@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentsearch_common::Error;
@@ -31,8 +31,9 @@ struct Replica {
     /// Shared by a cluster's replicas: when set, the next replica to answer a segment search
     /// goes down right after (as a process crashing then would), and the flag is cleared.
     crash_after_search: Arc<AtomicBool>,
-    /// Fetches of passage texts fail (as a store that cannot be read would make them).
-    fetch_fails: AtomicBool,
+    /// Shared by a cluster's replicas: fetches of passage texts left before every fetch fails
+    /// (as a store that cannot be read would make them).
+    fetch_budget: Arc<AtomicI64>,
     /// A record deleted from this replica just before it answers a fetch of passage texts (as a
     /// delete landing between a search and its fetch would).
     delete_before_fetch: std::sync::Mutex<Option<RecordDeleteRequest>>,
@@ -113,7 +114,7 @@ impl ShardApi for Replica {
         request: agentsearch_common::shard::SegmentFetchRequest,
     ) -> Res<agentsearch_common::shard::SegmentFetchResponse> {
         self.up()?;
-        if self.fetch_fails.load(Ordering::SeqCst) {
+        if self.fetch_budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
             return Err(Error::Unavailable(
                 "injected: the store cannot be read".into(),
             ));
@@ -159,6 +160,8 @@ struct Replicated {
     dirs: Vec<tempfile::TempDir>,
     /// See [`Replica::crash_after_search`].
     crash: Arc<AtomicBool>,
+    /// See [`Replica::fetch_budget`].
+    fetch_budget: Arc<AtomicI64>,
 }
 
 impl Replicated {
@@ -166,6 +169,7 @@ impl Replicated {
         let (mut replicas, mut served, mut dirs, mut index) =
             (Vec::new(), Vec::new(), Vec::new(), BTreeMap::new());
         let crash = Arc::new(AtomicBool::new(false));
+        let fetch_budget = Arc::new(AtomicI64::new(i64::MAX));
         for i in 0..3 {
             let dir = tempfile::tempdir().unwrap();
             let inner = Arc::new(
@@ -178,7 +182,7 @@ impl Replicated {
                 search_delay_ms: AtomicU64::new(0),
                 searches: AtomicUsize::new(0),
                 crash_after_search: crash.clone(),
-                fetch_fails: AtomicBool::new(false),
+                fetch_budget: fetch_budget.clone(),
                 delete_before_fetch: Default::default(),
                 fetches: AtomicUsize::new(0),
             });
@@ -211,6 +215,7 @@ impl Replicated {
             _http: http,
             dirs,
             crash,
+            fetch_budget,
         }
     }
 
@@ -231,7 +236,7 @@ impl Replicated {
             search_delay_ms: AtomicU64::new(0),
             searches: AtomicUsize::new(0),
             crash_after_search: self.crash.clone(),
-            fetch_fails: AtomicBool::new(false),
+            fetch_budget: self.fetch_budget.clone(),
             delete_before_fetch: Default::default(),
             fetches: AtomicUsize::new(0),
         });
@@ -616,17 +621,27 @@ async fn passage_texts_are_fetched_after_the_search_from_a_live_replica() {
     assert_eq!(after.usage.dropped.segments_unjoinable, 1);
     assert_eq!(after.usage.dropped.records_beyond_top_k, 6);
 
-    // No replica can read the texts: the sync is not searchable, as if its search had failed
-    // (its readable segments counted from the store, which still holds all 12 records).
-    for replica in &cluster.replicas {
-        replica.fetch_fails.store(true, Ordering::SeqCst);
+    // The page's first record is deleted before the first fetch, which succeeds, and the fetch
+    // for the record taking its place fails on every replica; then every fetch fails. Either way
+    // the sync is not searchable, as if its search had failed: no record of it stays on the page,
+    // its readable segments are counted from the store (which still holds all 12 records), and
+    // nothing of it counts as unjoinable or beyond the page.
+    for budget in [1, 0] {
+        for replica in &cluster.replicas {
+            *replica.delete_before_fetch.lock().unwrap() = Some(RecordDeleteRequest {
+                project_id: PROJECT.into(),
+                sync_id: sync.id.clone(),
+                record_ids: vec![ids[0].rsplit_once('.').unwrap().1.to_string()],
+            });
+        }
+        cluster.fetch_budget.store(budget, Ordering::SeqCst);
+        let failed = search().await;
+        assert!(failed.results.is_empty(), "{budget}: {:?}", failed.results);
+        assert_eq!(failed.usage.dropped.segments_not_searchable, 12);
+        assert_eq!(failed.usage.dropped.segments_unjoinable, 0);
+        assert_eq!(failed.usage.dropped.records_beyond_top_k, 0);
+        assert!(failed.usage.underfilled);
     }
-    let failed = search().await;
-    assert!(failed.results.is_empty(), "{:?}", failed.results);
-    assert_eq!(failed.usage.dropped.segments_not_searchable, 12);
-    assert_eq!(failed.usage.dropped.segments_unjoinable, 0);
-    assert_eq!(failed.usage.dropped.records_beyond_top_k, 0);
-    assert!(failed.usage.underfilled);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -884,8 +884,9 @@ impl Router {
         // reranker's), which the page's place depends on (a shard that predates deferred texts
         // sent them with its answer). A passage whose text is gone (its record deleted, rewritten
         // or its permissions changed since the search) is unjoinable, and a record left without
-        // passages gives its place to the next. A sync whose texts no replica could read is not
-        // searchable, as if its search had failed: its records leave the ranking.
+        // passages gives its place to the next. A sync whose texts could not be read (no replica
+        // answered, or the one that did could not read its store) is not searchable: its
+        // records leave the ranking and the page, and its readable segments are counted.
         let index_of: HashMap<&str, usize> = scopes
             .iter()
             .enumerate()
@@ -894,7 +895,9 @@ impl Router {
         let sync_of = |key: &(String, String)| index_of.get(key.0.as_str()).copied();
         let mut results: Vec<ContextResult> = Vec::new();
         let mut fetch_failed: BTreeSet<usize> = BTreeSet::new();
-        let mut emptied = 0u64;
+        // Per sync: passages found unjoinable on the page, and records left without passages.
+        let mut page_unjoinable: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut emptied: BTreeMap<usize, u64> = BTreeMap::new();
         let mut next = 0;
         while results.len() < kept && next < ranked.len() {
             let batch = &ranked[next..ranked.len().min(next + kept - results.len())];
@@ -923,7 +926,15 @@ impl Router {
                         deadline,
                     )
                     .await;
-                fetch_failed.extend(failed);
+                if !failed.is_empty() {
+                    fetch_failed.extend(failed);
+                    // Records of a failed sync placed by an earlier batch leave the page too.
+                    results.retain(|r| {
+                        index_of
+                            .get(r.sync_id.as_str())
+                            .is_some_and(|i| !fetch_failed.contains(i))
+                    });
+                }
                 for segment in fetched {
                     texts.insert(
                         segment_key(&segment.sync_id, &segment.record_id, segment.ordinal),
@@ -932,14 +943,14 @@ impl Router {
                 }
             }
             for (record_score, key) in batch {
-                if sync_of(key).is_none_or(|sync| fetch_failed.contains(&sync)) {
+                let Some(sync) = sync_of(key).filter(|sync| !fetch_failed.contains(sync)) else {
                     continue;
-                }
+                };
                 let info = &records[key];
                 let mut segments = Vec::new();
                 for (passage, _, score) in &grouped[key] {
                     let Some(s) = texts.get(*passage) else {
-                        unjoinable += 1;
+                        *page_unjoinable.entry(sync).or_default() += 1;
                         continue;
                     };
                     let pointer = pointer_of(s);
@@ -953,7 +964,7 @@ impl Router {
                     });
                 }
                 if segments.is_empty() {
-                    emptied += 1;
+                    *emptied.entry(sync).or_default() += 1;
                     continue;
                 }
                 results.push(ContextResult {
@@ -969,11 +980,25 @@ impl Router {
                 });
             }
         }
+        if next > 0 {
+            trace.step("texts");
+        }
+        // What a failed sync's records came to on the page no longer counts: the sync does.
+        let served = |sync: &usize| !fetch_failed.contains(sync);
+        unjoinable += page_unjoinable
+            .iter()
+            .filter(|(sync, _)| served(sync))
+            .map(|(_, n)| n)
+            .sum::<u64>();
         let records_total = ranked
             .iter()
-            .filter(|(_, key)| sync_of(key).is_some_and(|sync| !fetch_failed.contains(&sync)))
+            .filter(|(_, key)| sync_of(key).is_some_and(|sync| served(&sync)))
             .count() as u64
-            - emptied;
+            - emptied
+                .iter()
+                .filter(|(sync, _)| served(sync))
+                .map(|(_, n)| n)
+                .sum::<u64>();
         if !fetch_failed.is_empty() {
             if not_searchable_syncs.is_empty() {
                 metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "context")
@@ -989,9 +1014,6 @@ impl Router {
                         0
                     });
             }
-        }
-        if next > 0 {
-            trace.step("texts");
         }
         let rerank_outcome = self
             .rerank_records(

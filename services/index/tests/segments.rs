@@ -681,13 +681,14 @@ proptest! {
                 defer_texts,
             });
             prop_assert!(response.failures.is_empty(), "{:?}", response.failures);
-            let fetch = |segments: Vec<SegmentRef>| {
+            let fetch_in = |syncs: &[SyncScope], segments: Vec<SegmentRef>| {
                 indexes.fetch(&SegmentFetchRequest {
                     project_id: PROJECT.into(),
-                    syncs: sync_scopes.clone(),
+                    syncs: syncs.to_vec(),
                     segments,
                 })
             };
+            let fetch = |segments: Vec<SegmentRef>| fetch_in(&sync_scopes, segments);
 
             let visible = |sync: &str, record: &IndexedRecord| {
                 let caller = &scopes.iter().find(|(s, _)| s == sync).unwrap().1;
@@ -807,14 +808,21 @@ proptest! {
                     generation: 0,
                 });
             }
-            let fetched = fetch(every);
+            let fetched = fetch(every.clone());
             prop_assert!(fetched.failures.is_empty(), "{:?}", fetched.failures);
-            let got: Vec<(String, String, u32, String)> = fetched
-                .segments
-                .into_iter()
-                .map(|s| (s.sync_id, s.record_id, s.ordinal, s.text))
-                .collect();
-            prop_assert_eq!(got, readable);
+            let texts = |segments: Vec<agentsearch_common::shard::SegmentData>| {
+                segments
+                    .into_iter()
+                    .map(|s| (s.sync_id, s.record_id, s.ordinal, s.text))
+                    .collect::<Vec<_>>()
+            };
+            prop_assert_eq!(texts(fetched.segments), readable.clone());
+            // Naming only the first sync's scope, the second's segments are not readable.
+            let fetched = fetch_in(&sync_scopes[..1], every);
+            prop_assert!(fetched.failures.is_empty(), "{:?}", fetched.failures);
+            let first_only: Vec<_> =
+                readable.into_iter().filter(|r| r.0 == sync_scopes[0].sync_id).collect();
+            prop_assert_eq!(texts(fetched.segments), first_only);
             for segment in &segments {
                 prop_assert!(is_visible(&segment.sync_id, &segment.record_id));
                 let record = &model[&(segment.sync_id.clone(), segment.record_id.clone())];
