@@ -434,6 +434,20 @@ async fn listed(replica: &Replica, sync_id: &str) -> Vec<RecordVersion> {
         .unwrap()
 }
 
+/// A new Google Drive sync of the test project.
+async fn new_sync(router: &Router) -> agentsearch_router::context::api::SyncStatus {
+    router
+        .create_sync(CreateSync {
+            project_id: PROJECT.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            fields: Vec::new(),
+        })
+        .await
+        .unwrap()
+}
+
 /// Searches the sync and checks every passage found is of the `second` write and `doc-0` (deleted)
 /// is not among them; returns how many records were found.
 async fn second_hits(router: &Router, sync_id: &str) -> usize {
@@ -460,16 +474,7 @@ async fn a_sync_write_with_a_replica_down_is_kept_and_the_replica_repaired() {
     let cluster = Replicated::start().await;
     let router = &cluster.router;
     let dim = embedder().dim();
-    let sync = router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let sync = new_sync(router).await;
     let placed: Vec<usize> = cluster
         .store
         .get_sync(PROJECT, &sync.id)
@@ -530,16 +535,7 @@ async fn passage_texts_are_fetched_after_the_search_from_a_live_replica() {
     let cluster = Replicated::start().await;
     let router = &cluster.router;
     let dim = embedder().dim();
-    let sync = router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let sync = new_sync(router).await;
     router
         .upsert_records(PROJECT, &sync.id, anyone_records(12, dim, "first"), "w0")
         .await
@@ -699,16 +695,7 @@ async fn a_shard_back_without_its_data_gets_its_replicas_back_from_the_others() 
     load_catalog(cluster.grpc, PROJECT, &catalog, 100).await;
     let router = cluster.router.clone();
     let dim = embedder().dim();
-    let sync = router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let sync = new_sync(&router).await;
     router
         .upsert_records(PROJECT, &sync.id, anyone_records(20, dim, "second"), "w")
         .await

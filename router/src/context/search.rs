@@ -690,17 +690,9 @@ impl Router {
             metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "context")
                 .increment(1);
         }
-        let mut segments_not_searchable = 0;
-        for &i in &not_searchable_syncs {
-            segments_not_searchable += self
-                .store
-                .readable_segments(&req.project_id, &scopes[i].sync.id, &scopes[i].principals)
-                .await
-                .unwrap_or_else(|err| {
-                    tracing::warn!(request_id, error = %err, "counting unsearchable segments failed");
-                    0
-                });
-        }
+        let mut segments_not_searchable = self
+            .readable_in(&req.project_id, &scopes, &not_searchable_syncs, request_id)
+            .await;
         let mut lexical_on = req.mode.lexical();
         let searched: Vec<&str> = scopes
             .iter()
@@ -1004,16 +996,10 @@ impl Router {
                 metrics::counter!(agentsearch_common::metrics::PARTIAL_ANSWERS, "search" => "context")
                     .increment(1);
             }
-            for &i in &fetch_failed {
-                segments_not_searchable += self
-                    .store
-                    .readable_segments(&req.project_id, &scopes[i].sync.id, &scopes[i].principals)
-                    .await
-                    .unwrap_or_else(|err| {
-                        tracing::warn!(request_id, error = %err, "counting unsearchable segments failed");
-                        0
-                    });
-            }
+            let failed: Vec<usize> = fetch_failed.iter().copied().collect();
+            segments_not_searchable += self
+                .readable_in(&req.project_id, &scopes, &failed, request_id)
+                .await;
         }
         let rerank_outcome = self
             .rerank_records(
@@ -1062,6 +1048,29 @@ impl Router {
             usage,
             trace: req.diagnostics.then(|| trace.finish()),
         })
+    }
+
+    /// Segments the caller may read in the syncs `which` (indexes in `scopes`), as the store
+    /// counts them: what a sync that could not be served would have been searched over.
+    async fn readable_in(
+        &self,
+        project_id: &str,
+        scopes: &[Scope],
+        which: &[usize],
+        request_id: &str,
+    ) -> u64 {
+        let mut readable = 0;
+        for &i in which {
+            readable += self
+                .store
+                .readable_segments(project_id, &scopes[i].sync.id, &scopes[i].principals)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::warn!(request_id, error = %err, "counting unsearchable segments failed");
+                    0
+                });
+        }
+        readable
     }
 
     /// The texts of `wanted` (each with its sync's index in `scopes` and its record's
