@@ -34,11 +34,28 @@ pub const MAX_READ_AROUND: u32 = 10;
 /// A shard in this process.
 pub struct LocalShard {
     id: String,
-    /// The data dir's lock, held while any of this shard's work runs (blocking tasks keep a
-    /// clone), so a second shard can never open the same files meanwhile.
-    lock: Arc<std::fs::File>,
     indexes: Arc<ToolIndexes>,
     segments: Arc<SegmentIndexes>,
+    /// The data dir's lock, held while any of this shard's work runs (blocking tasks keep a
+    /// clone), so a second shard can never open the same files meanwhile. Declared last: fields
+    /// drop in order, and the indexes write their snapshots as they close.
+    lock: Arc<std::fs::File>,
+}
+
+/// An index set with the data dir's lock, for a task that may outlive the shard. The index set
+/// drops first: whatever it writes as it closes is written before the lock lets another shard
+/// open the same files.
+struct Held<T> {
+    value: Arc<T>,
+    _lock: Arc<std::fs::File>,
+}
+
+impl<T> std::ops::Deref for Held<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
 }
 
 impl LocalShard {
@@ -56,10 +73,17 @@ impl LocalShard {
         tracing::info!(shard_id = %id, data_dir = %data_dir.display(), indexes = count, tools, syncs, segments = segment_count, "shard opened");
         Ok(Self {
             id,
-            lock,
             indexes: Arc::new(indexes),
             segments: Arc::new(segments),
+            lock,
         })
+    }
+
+    fn held<T>(&self, value: &Arc<T>) -> Held<T> {
+        Held {
+            value: value.clone(),
+            _lock: self.lock.clone(),
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -76,12 +100,9 @@ impl LocalShard {
             loop {
                 ticker.tick().await;
                 let Some(shard) = weak.upgrade() else { break };
-                let (segments, lock) = (shard.segments.clone(), shard.lock.clone());
+                let segments = shard.held(&shard.segments);
                 drop(shard);
-                let flush = move || {
-                    let _lock = lock;
-                    segments.flush()
-                };
+                let flush = move || segments.flush();
                 match tokio::task::spawn_blocking(flush).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(flushed = n, "vector snapshots flushed"),
                     Ok(Err(err)) => {
@@ -95,29 +116,23 @@ impl LocalShard {
 
     /// Writes every pending vector snapshot now (a shutdown calls it after the last request).
     pub async fn flush_now(&self) -> Result<usize> {
-        let (segments, lock) = (self.segments.clone(), self.lock.clone());
-        tokio::task::spawn_blocking(move || {
-            let _lock = lock;
-            segments.flush()
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("flush task: {e}")))?
-        .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
+        let segments = self.held(&self.segments);
+        tokio::task::spawn_blocking(move || segments.flush())
+            .await
+            .map_err(|e| Error::Internal(format!("flush task: {e}")))?
+            .map_err(|e| Error::Internal(format!("flushing vector snapshots: {e}")))
     }
 
     async fn segments<T: Send + 'static>(
         &self,
         f: impl FnOnce(&SegmentIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let (segments, lock) = (self.segments.clone(), self.lock.clone());
+        let segments = self.held(&self.segments);
         // The blocking thread continues the caller's span (the call's, in a trace).
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
-            let _lock = lock;
-            span.in_scope(|| f(&segments))
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("index task: {e}")))?
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&segments)))
+            .await
+            .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
 
     /// Runs `f` on the process's worker pool, where the search of many indexes spreads too: one
@@ -127,11 +142,10 @@ impl LocalShard {
         &self,
         f: impl FnOnce(&ToolIndexes) -> T + Send + 'static,
     ) -> Result<T> {
-        let (indexes, lock) = (self.indexes.clone(), self.lock.clone());
+        let indexes = self.held(&self.indexes);
         let span = tracing::Span::current();
         let (done, answer) = tokio::sync::oneshot::channel();
         rayon::spawn(move || {
-            let _lock = lock;
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 span.in_scope(|| f(&indexes))
             }));
@@ -149,14 +163,11 @@ impl LocalShard {
         &self,
         f: impl FnOnce(&ToolIndexes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let (indexes, lock) = (self.indexes.clone(), self.lock.clone());
+        let indexes = self.held(&self.indexes);
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
-            let _lock = lock;
-            span.in_scope(|| f(&indexes))
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("index task: {e}")))?
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&indexes)))
+            .await
+            .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
 }
 
