@@ -7,8 +7,9 @@
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
 
-# --- build: the release binary, with the system packages a developer machine gets from the
-# repository's own script (cmake, g++, OpenBLAS, LAPACK: FAISS is compiled from source).
+# --- build: the binary (the `dist` profile: whole-program optimisation), with the system packages
+# a developer machine gets from the repository's own script (cmake, g++, OpenBLAS, LAPACK: FAISS is
+# compiled from source).
 FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
 WORKDIR /src
 COPY scripts/bootstrap.sh scripts/bootstrap.sh
@@ -16,8 +17,8 @@ RUN ./scripts/bootstrap.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p agentsearch \
-    && install -D -m 0755 target/release/agentsearch /out/agentsearch
+    cargo build --profile dist --locked -p agentsearch \
+    && install -D -m 0755 target/dist/agentsearch /out/agentsearch
 
 # --- model: the embedding model's weights, fetched and checksummed by the repository's script.
 FROM python:3.11-slim-${DEBIAN_RELEASE} AS model
