@@ -14,9 +14,7 @@ use agentsearch_common::Error;
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context::api::{
-    CreateSync, EmbeddingSpec, RawRecord, RawUpsertRecords, SegmentInput,
-};
+use agentsearch_router::context::api::{EmbeddingSpec, RawRecord, RawUpsertRecords, SegmentInput};
 use agentsearch_router::{Router, RouterSettings};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::MetadataStore;
@@ -252,20 +250,6 @@ impl Bench {
 const RECORD: &str = "quarterly-report";
 const QUERY: &str = "zephyrine quarterly revenue";
 
-async fn new_sync(router: &Router) -> String {
-    router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
-        })
-        .await
-        .unwrap()
-        .id
-}
-
 /// One record readable by anyone, with `passages` precomputed passages (no embedding needed).
 fn big_record(passages: usize, dim: usize) -> serde_json::Value {
     let segments: Vec<serde_json::Value> = (0..passages)
@@ -367,7 +351,7 @@ async fn a_record_written_while_its_client_goes_away_is_kept_and_deletable() {
     let mut bench = Bench::start(2).await;
     let router = bench.router(2).await;
     let (http, _grpc) = start_router(router.clone(), Auth::default()).await;
-    let sync_id = new_sync(&router).await;
+    let sync_id = new_sync(&router).await.id;
     let dim = embedder().dim();
     let body = serde_json::json!({
         "records": [big_record(2000, dim)],
@@ -414,7 +398,7 @@ async fn a_record_written_while_its_client_goes_away_is_kept_and_deletable() {
 async fn a_record_a_dead_router_wrote_is_deletable_by_the_next_one() {
     let mut bench = Bench::start(1).await;
     let router = bench.router(1).await;
-    let sync_id = new_sync(&router).await;
+    let sync_id = new_sync(&router).await.id;
     let dim = embedder().dim();
     // The shard commits; the router never hears back (as if its process died right then).
     bench.gates[0].set(LOSE_ANSWER);
@@ -442,7 +426,7 @@ async fn a_record_a_dead_router_wrote_is_deletable_by_the_next_one() {
 async fn a_record_one_replica_missed_is_deletable_from_the_other() {
     let mut bench = Bench::start(2).await;
     let router = bench.router(2).await;
-    let sync_id = new_sync(&router).await;
+    let sync_id = new_sync(&router).await.id;
     let dim = embedder().dim();
     bench.gates[1].set(FAIL);
     router
@@ -464,7 +448,7 @@ async fn a_record_one_replica_missed_is_deletable_from_the_other() {
 async fn a_record_written_while_the_store_fails_is_deletable() {
     let mut bench = Bench::start(2).await;
     let router = bench.router(2).await;
-    let sync_id = new_sync(&router).await;
+    let sync_id = new_sync(&router).await.id;
     let dim = embedder().dim();
     bench.break_table("sync_records").await;
     let err = router
@@ -487,7 +471,7 @@ async fn a_record_written_while_the_store_fails_is_deletable() {
 async fn a_delete_of_an_id_the_store_does_not_know_reaches_every_replica() {
     let mut bench = Bench::start(2).await;
     let router = bench.router(2).await;
-    let sync_id = new_sync(&router).await;
+    let sync_id = new_sync(&router).await.id;
     let dim = embedder().dim();
     // A replica holds a record the store has no entry for (written behind the router's back).
     let records = raw_records(&big_record(3, dim), dim);

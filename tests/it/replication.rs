@@ -13,7 +13,7 @@ use agentsearch_common::Error;
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context::api::{CreateSync, RawContextSearch};
+use agentsearch_router::context::api::RawContextSearch;
 use agentsearch_router::{Router, RouterSettings};
 use agentsearch_shard::LocalShard;
 use agentsearch_store::{MetadataStore, STALE_INTEGRATION, STALE_SYNC};
@@ -429,20 +429,6 @@ async fn listed(replica: &Replica, sync_id: &str) -> Vec<RecordVersion> {
             sync_id: sync_id.into(),
             after: String::new(),
             limit: MAX_LIST_RECORDS,
-        })
-        .await
-        .unwrap()
-}
-
-/// A new Google Drive sync of the test project.
-async fn new_sync(router: &Router) -> agentsearch_router::context::api::SyncStatus {
-    router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
         })
         .await
         .unwrap()

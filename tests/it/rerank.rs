@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use agentsearch_rerank::{HttpReranker, LocalReranker, Reranker};
 use agentsearch_router::auth::Auth;
-use agentsearch_router::context::api::CreateSync;
 use agentsearch_router::rerank::Rerank;
 use agentsearch_tests::*;
 use axum::Json;
@@ -247,17 +246,7 @@ async fn context_search(cluster: &Cluster, sync_id: &str, extra: Value) -> Value
 }
 
 async fn sync_with_records(cluster: &Cluster) -> String {
-    let sync = cluster
-        .router
-        .create_sync(CreateSync {
-            project_id: PROJECT.into(),
-            id: uuid::Uuid::new_v4().to_string(),
-            source: "googledrive".into(),
-            owner: "owner@example.com".into(),
-            fields: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let sync = new_sync(&cluster.router).await;
     cluster
         .router
         .upsert_records(

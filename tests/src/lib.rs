@@ -226,6 +226,20 @@ pub async fn start_router(router: Arc<Router>, auth: Auth) -> (Served, SocketAdd
     )
 }
 
+/// A new Google Drive sync of [`PROJECT`], owned by `owner@example.com`, with no declared fields.
+pub async fn new_sync(router: &Router) -> agentsearch_router::context::api::SyncStatus {
+    router
+        .create_sync(agentsearch_router::context::api::CreateSync {
+            project_id: PROJECT.into(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: "googledrive".into(),
+            owner: "owner@example.com".into(),
+            fields: Vec::new(),
+        })
+        .await
+        .unwrap()
+}
+
 /// The fixture catalog of the tests (`tests/fixtures/catalog.jsonl`).
 pub fn fixture_catalog() -> Vec<ToolDefinition> {
     let text = include_str!("../fixtures/catalog.jsonl");
