@@ -565,10 +565,18 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
             .results
             .is_empty()
     );
+    // The query's words are embedded while the scope resolves; the scope's error is the answer.
     other.sync_ids = vec![drive.clone()];
+    let refused = csearch(grpc, other).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert_eq!(
-        csearch(grpc, other).await.unwrap_err().code(),
-        tonic::Code::InvalidArgument
+        refused
+            .get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "syncIds[0]"
     );
     let taken = ContextSyncClient::new(channel(grpc).await)
         .create_sync(pb::CreateSyncRequest {
