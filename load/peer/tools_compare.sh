@@ -82,16 +82,28 @@ port_shard=50160
 pg_url="${AGENTSEARCH_POSTGRES__URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 pg_schema="tools_compare_$$"
 pids=()
-# Waits for a process's /readyz (serve, router); a shard is ready once its gRPC port answers.
-wait_ready() {
-  local pid="$1" url="$2"
-  for _ in $(seq 1 120); do
-    curl -fsS "$url" >/dev/null 2>&1 && return 0
+if [ "$topology" = processes ]; then
+  command -v psql >/dev/null || die "psql is needed (to drop the run's schema at the end)"
+fi
+# Dies if any process of the system has exited.
+check_alive() {
+  local pid
+  for pid in "${pids[@]}"; do
     kill -0 "$pid" 2>/dev/null || die "a process exited (see $out_dir/serve.log)"
+  done
+}
+# Waits until `probe` succeeds, every process staying up meanwhile.
+wait_for() {
+  local what="$1"
+  shift
+  for _ in $(seq 1 120); do
+    "$@" >/dev/null 2>&1 && return 0
+    check_alive
     sleep 1
   done
-  die "$url did not become ready (see $out_dir/serve.log)"
+  die "$what did not become ready (see $out_dir/serve.log)"
 }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1"); }
 start_system() {
   if [ "$topology" = serve ]; then
     "$bin_dir/agentsearch" serve --no-demo --data-dir "$data_dir" --shards "$shards" \
@@ -106,13 +118,16 @@ start_system() {
       pids+=($!)
       addresses+=("127.0.0.1:$((port_shard + i))")
     done
+    # Every shard listens before the router starts, so that it places on all of them.
+    for ((i = 0; i < shards; i++)); do
+      wait_for "shard $i" port_open "$((port_shard + i))"
+    done
     AGENTSEARCH_POSTGRES__SCHEMA="$pg_schema" "$bin_dir/agentsearch" router \
       --grpc "127.0.0.1:$port_grpc" --http "127.0.0.1:$port_http" \
       --shards "$(IFS=,; echo "${addresses[*]}")" --postgres "$pg_url" >>"$out_dir/serve.log" 2>&1 &
     pids+=($!)
   fi
-  # The router is the last process started; /readyz answers once it can reach its shards.
-  wait_ready "${pids[-1]}" "http://127.0.0.1:$port_http/readyz"
+  wait_for "the router" curl -fsS "http://127.0.0.1:$port_http/readyz"
 }
 stop_system() {
   [ ${#pids[@]} -gt 0 ] || return 0
@@ -128,10 +143,13 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-# Resident memory of every process of the system, summed.
+# Resident memory of every process of the system, summed (not the PostgreSQL server's).
 rss_mb() {
-  local kb=0 pid
-  for pid in "${pids[@]}"; do kb=$((kb + $(ps -o rss= -p "$pid" | tr -d ' '))); done
+  local kb=0 pid rss
+  for pid in "${pids[@]}"; do
+    rss="$(ps -o rss= -p "$pid" | tr -d ' ')" || die "process $pid exited (see $out_dir/serve.log)"
+    kb=$((kb + rss))
+  done
   echo $((kb / 1024))
 }
 server=(--server "127.0.0.1:$port_grpc")
@@ -152,7 +170,8 @@ rss_warm="$(rss_mb)"
 # Cold: queries drawn while measuring from a seed new in every run, each one embedded.
 "${load[@]}" "${server[@]}" --skip-ingest --concurrency 1 --duration "$duration" --warmup 2 \
   --query-pool 0 --diagnostics --out "$out_dir/agentsearch-cold.json"
-echo "{\"serveRssMb\": $rss_warm, \"coldRssMb\": $(rss_mb), \"serveRssAfterIngestMb\": $rss_after_ingest}" \
+rss_cold="$(rss_mb)"
+echo "{\"serveRssMb\": $rss_warm, \"coldRssMb\": $rss_cold, \"serveRssAfterIngestMb\": $rss_after_ingest}" \
   >"$out_dir/agentsearch-rss.json"
 cleanup
 trap - EXIT

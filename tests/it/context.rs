@@ -565,8 +565,10 @@ async fn syncs_search_read_and_lifecycle_over_grpc() {
             .results
             .is_empty()
     );
-    // The query's words are embedded while the scope resolves; the scope's error is the answer.
+    // Words not searched before are embedded while the scope resolves; the scope's error is the
+    // answer.
     other.sync_ids = vec![drive.clone()];
+    other.query = "quarterly budget owners never searched before".into();
     let refused = csearch(grpc, other).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert_eq!(

@@ -466,7 +466,8 @@ impl Router {
 
         // Without a query document the words to embed are known now: the query is embedded while
         // the scope is resolved (a document's words are known only once it is parsed against
-        // the scope's fields). An embedding made for a scope found empty or invalid is not used.
+        // the scope's fields). An embedding made for a scope found empty or refused is not used
+        // (it stays in the cache; it did take its turn in the embedding queue).
         let early_query = (req.document.is_none()
             && given.is_none()
             && req.mode.dense()
@@ -513,8 +514,11 @@ impl Router {
             let mut early_done = false;
             loop {
                 tokio::select! {
-                    resolved = resolve.as_mut() => break resolved,
+                    // The embedding first, so that it is handed to its thread before the scope's
+                    // first read.
+                    biased;
                     () = early_embed.as_mut(), if !early_done => early_done = true,
+                    resolved = resolve.as_mut() => break resolved,
                 }
             }
         };
