@@ -464,65 +464,35 @@ impl Router {
         let settings = self.settings.context;
         let given = self.given_vector(req.query_embedding.as_ref())?;
 
-        // Without a query document the words to embed are known now: the query is embedded while
-        // the scope is resolved (a document's words are known only once it is parsed against
-        // the scope's fields). An embedding made for a scope found empty or refused is not used
-        // (it stays in the cache; it did take its turn in the embedding queue).
-        let early_query = (req.document.is_none()
+        // Without a query document the words to embed are known now: their embedding starts
+        // before the scope is resolved and runs beside it (a document's words are known only once
+        // it is parsed against the scope's fields). An embedding made for a scope found empty or
+        // refused is not used (it stays in the cache; it did take its turn in the embedding queue).
+        let early_embed = (req.document.is_none()
             && given.is_none()
             && req.mode.dense()
             && !req.query.trim().is_empty())
-        .then(|| req.query.clone());
-        let early_embed = futures::future::maybe_done(async {
-            let query = early_query?;
-            let t = Instant::now();
-            let embedded = self
-                .embed_query(&query)
-                .instrument(tracing::info_span!("embed"))
-                .await;
-            Some((embedded, t.elapsed()))
-        });
-        let mut early_embed = std::pin::pin!(early_embed);
-        // The scope is waited for, the embedding only driven meanwhile: the statistics round
-        // below needs the scope, not the vector.
-        let resolved = {
-            let resolve = async {
-                // Scope: the project's syncs, narrowed by sources and syncIds.
-                let all = self.store.list_syncs(&req.project_id).await?;
-                let syncs = scoped_syncs(all, &req.sources, &req.sync_ids)?;
-                // A query document names the fields of the searched syncs.
-                let typed = match req.document.take() {
-                    None => None,
-                    Some(document) => {
-                        let (catalog, fields) = content_catalog(&syncs);
-                        let (q, limit, typed) =
-                            crate::tools::api::TypedQuery::parse(&catalog, &document)
-                                .map_err(|v| Error::invalid_many(vec![v]))?;
-                        req.query = q.unwrap_or_default();
-                        if let Some(limit) = limit {
-                            req.top_k = limit;
-                        }
-                        // The shards parse the nodes against the same fields.
-                        Some((typed, fields))
-                    }
-                };
-                let (scopes, identities) =
-                    self.scopes(&req.project_id, syncs, &req.identity).await?;
-                Ok::<_, Error>((typed, scopes, identities))
-            };
-            let mut resolve = std::pin::pin!(resolve);
-            let mut early_done = false;
-            loop {
-                tokio::select! {
-                    // The embedding first, so that it is handed to its thread before the scope's
-                    // first read.
-                    biased;
-                    () = early_embed.as_mut(), if !early_done => early_done = true,
-                    resolved = resolve.as_mut() => break resolved,
+        .then(|| (Instant::now(), self.start_embed_query(&req.query)));
+
+        // Scope: the project's syncs, narrowed by sources and syncIds.
+        let all = self.store.list_syncs(&req.project_id).await?;
+        let syncs = scoped_syncs(all, &req.sources, &req.sync_ids)?;
+        // A query document names the fields of the searched syncs.
+        let typed = match req.document.take() {
+            None => None,
+            Some(document) => {
+                let (catalog, fields) = content_catalog(&syncs);
+                let (q, limit, typed) = crate::tools::api::TypedQuery::parse(&catalog, &document)
+                    .map_err(|v| Error::invalid_many(vec![v]))?;
+                req.query = q.unwrap_or_default();
+                if let Some(limit) = limit {
+                    req.top_k = limit;
                 }
+                // The shards parse the nodes against the same fields.
+                Some((typed, fields))
             }
         };
-        let (typed, scopes, identities) = resolved?;
+        let (scopes, identities) = self.scopes(&req.project_id, syncs, &req.identity).await?;
         trace.step("scope");
         let offset = typed.as_ref().map_or(0, |(t, _)| t.offset);
         // A typed query's page deeper than the deployment's candidate pool gets a pool that
@@ -557,9 +527,9 @@ impl Router {
             if let Some(vector) = &given {
                 return Some((Ok((vector.clone(), false)), Duration::ZERO));
             }
-            early_embed.as_mut().await;
-            if let Some(early) = early_embed.as_mut().take_output().flatten() {
-                return Some(early);
+            if let Some((t, early)) = early_embed {
+                let embedded = early.instrument(tracing::info_span!("embed")).await;
+                return Some((embedded, t.elapsed()));
             }
             let t = Instant::now();
             let embedded = self

@@ -1166,25 +1166,40 @@ impl Router {
     /// would queue beyond `limits.max_queued_embeddings` is not embedded: the error makes the
     /// search rank by BM25 alone.
     pub(crate) async fn embed_query(&self, query: &str) -> Result<(Arc<Vec<f32>>, bool)> {
-        if let Some(vector) = self.embedder.cached(query) {
-            return Ok((vector, true));
-        }
-        let Ok(permit) = self.embed_queue.clone().try_acquire_owned() else {
+        self.start_embed_query(query).await
+    }
+
+    /// [`Router::embed_query`], started now (the cache read, the queue's turn taken, the model run
+    /// handed to a blocking thread) whether or not the returned future is polled yet.
+    pub(crate) fn start_embed_query(
+        &self,
+        query: &str,
+    ) -> impl Future<Output = Result<(Arc<Vec<f32>>, bool)>> + Send + 'static {
+        let started = if let Some(vector) = self.embedder.cached(query) {
+            Ok(Ok((vector, true)))
+        } else if let Ok(permit) = self.embed_queue.clone().try_acquire_owned() {
+            let embedder = self.embedder.clone();
+            let query = query.to_string();
+            Ok(Err(tokio::task::spawn_blocking(move || {
+                let vector = embedder.embed_query(&query);
+                drop(permit);
+                vector
+            })))
+        } else {
             metrics::counter!(agentsearch_common::metrics::EMBED_QUEUE_FULL).increment(1);
-            return Err(Error::RateLimited {
+            Err(Error::RateLimited {
                 retry_after: Duration::from_millis(self.limits.retry_after_ms),
-            });
+            })
         };
-        let embedder = self.embedder.clone();
-        let query = query.to_string();
-        tokio::task::spawn_blocking(move || {
-            let vector = embedder.embed_query(&query);
-            drop(permit);
-            vector
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
-        .map_err(|e| Error::Unavailable(e.to_string()))
+        async move {
+            match started? {
+                Ok(cached) => Ok(cached),
+                Err(task) => task
+                    .await
+                    .map_err(|e| Error::Internal(format!("embedding task: {e}")))?
+                    .map_err(|e| Error::Unavailable(e.to_string())),
+            }
+        }
     }
 }
 
