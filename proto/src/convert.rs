@@ -4,8 +4,8 @@
 use agentsearch_common::Error;
 use agentsearch_common::shard::{
     GetToolsRequest, GetToolsResponse, Hit, IndexedTool, InlineSearchRequest, PartFailure,
-    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardTimings,
-    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
+    ScopeStats, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
+    ShardTimings, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::{SideEffect, ToolRecord};
 
@@ -83,6 +83,25 @@ impl From<TermStats> for pb::TermStatsResponse {
                     doc_freq,
                 })
                 .collect(),
+            stamp: None,
+        }
+    }
+}
+
+impl From<ScopeStats> for pb::TermStatsResponse {
+    fn from(s: ScopeStats) -> Self {
+        Self {
+            stamp: s.stamp,
+            ..s.stats.into()
+        }
+    }
+}
+
+impl From<pb::TermStatsResponse> for ScopeStats {
+    fn from(s: pb::TermStatsResponse) -> Self {
+        Self {
+            stamp: s.stamp,
+            stats: s.into(),
         }
     }
 }
@@ -288,6 +307,7 @@ impl From<ShardSearchResponse> for pb::SearchToolsResponse {
                 .map(|(name, fragments)| (name, pb::Fragments { fragments }))
                 .collect(),
             structured: r.structured,
+            stamp: r.stamp,
         }
     }
 }
@@ -321,6 +341,7 @@ impl TryFrom<pb::SearchToolsResponse> for ShardSearchResponse {
                 .map(|(name, f)| (name, f.fragments))
                 .collect(),
             structured: r.structured,
+            stamp: r.stamp,
         })
     }
 }
@@ -580,11 +601,34 @@ mod tests {
             generations: [("slack".to_string(), 7u64), ("github".to_string(), 0)]
                 .into_iter()
                 .collect(),
+            stamp: Some(u64::MAX),
             ..Default::default()
         };
         let wire: pb::SearchToolsResponse = response.clone().into();
         assert_eq!(wire.generations.get("slack"), Some(&7));
         assert_eq!(ShardSearchResponse::try_from(wire).unwrap(), response);
+    }
+
+    #[test]
+    fn scope_stats_round_trip_with_or_without_a_stamp() {
+        for stamp in [None, Some(0), Some(u64::MAX)] {
+            let counted = ScopeStats {
+                stats: TermStats {
+                    total_docs: 12,
+                    field_tokens: [("name".to_string(), 40u64)].into_iter().collect(),
+                    doc_freqs: [(("name".to_string(), "send".to_string()), 3u64)]
+                        .into_iter()
+                        .collect(),
+                },
+                stamp,
+            };
+            let wire: pb::TermStatsResponse = counted.clone().into();
+            assert_eq!(wire.stamp, stamp);
+            assert_eq!(ScopeStats::from(wire), counted);
+        }
+        // Statistics sent with a search carry no stamp.
+        let wire: pb::TermStatsResponse = TermStats::default().into();
+        assert_eq!(wire.stamp, None);
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub struct Router {
     plan_cache: moka::sync::Cache<String, plans::PlanCacheEntry>,
     /// Grows with every invalidation of `plan_cache`.
     plan_version: std::sync::atomic::AtomicU64,
+    /// Global BM25 statistics that searches confirmed (see [`tools::stats_cache`]).
+    stats_cache: tools::stats_cache::StatsCache,
 }
 
 type ToolkitCache =
@@ -133,6 +135,7 @@ impl Router {
                 .build(),
             plan_cache: plans::plan_cache(),
             plan_version: std::sync::atomic::AtomicU64::new(0),
+            stats_cache: Default::default(),
             placement_cache: Mutex::new(HashMap::new()),
             stale_cache: Mutex::new(HashMap::new()),
             stale_version: std::sync::atomic::AtomicU64::new(0),

@@ -16,9 +16,9 @@ use agentsearch_common::shard::{
     ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
     InlineSearchRequest, ListRecordsRequest, MAX_EXPORT_RECORDS, MAX_FETCH_SEGMENTS,
     MAX_LIST_RECORDS, ReadSegmentsRequest, ReadSegmentsResponse, RecordDeleteRequest,
-    RecordVersion, SegmentFetchRequest, SegmentFetchResponse, SegmentUpsertRequest, ShardApi,
-    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest,
-    ShardWriteResponse, TermStats, TermStatsRequest,
+    RecordVersion, ScopeStats, SegmentFetchRequest, SegmentFetchResponse, SegmentUpsertRequest,
+    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
+    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::{Error, Result};
 use agentsearch_index::tool_index::stable_id;
@@ -253,8 +253,8 @@ impl ShardApi for LocalShard {
         })
     }
 
-    async fn term_stats(&self, request: TermStatsRequest) -> Result<TermStats> {
-        self.blocking(move |indexes| Ok(indexes.term_stats(&request)?))
+    async fn term_stats(&self, request: TermStatsRequest) -> Result<ScopeStats> {
+        self.blocking(move |indexes| Ok(indexes.scope_stats(&request)?))
             .await
     }
 

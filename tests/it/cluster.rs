@@ -320,6 +320,110 @@ async fn three_shards_rank_exactly_like_one() {
     }
 }
 
+/// Each result's name and raw BM25 score, and the labels of the trace's steps.
+fn lexical_scores(response: &pb::SearchToolsResponse) -> (Vec<(String, f64)>, Vec<String>) {
+    let scores = response
+        .tools
+        .iter()
+        .map(|t| {
+            let hit = t.explain.as_ref().and_then(|e| e.lexical.as_ref());
+            (t.intent_name.clone(), hit.map_or(f64::NAN, |h| h.score))
+        })
+        .collect();
+    let steps = response
+        .trace
+        .as_ref()
+        .map(|t| t.steps.iter().map(|s| s.label.clone()).collect())
+        .unwrap_or_default();
+    (scores, steps)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
+    // 24 integrations: every one of the three shards holds some (all on one: about one run in
+    // a hundred billion), so the router needs global statistics.
+    let three = Cluster::start(3).await;
+    let one = Cluster::start(1).await;
+    for cluster in [&three, &one] {
+        load_catalog(cluster.grpc, PROJECT, &spread_catalog(), 10).await;
+    }
+    let query = "send an email message to a customer";
+    let ask = |grpc| {
+        let mut request = search_request(query);
+        request.top_k = Some(20);
+        request.mode = Some("lexical".into());
+        request.diagnostics = true;
+        async move { lexical_scores(&search(grpc, request).await.unwrap()) }
+    };
+    let has = |steps: &[String], label: &str| steps.iter().any(|s| s == label);
+    let same = |a: &[(String, f64)], b: &[(String, f64)]| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.0 == y.0 && (x.1 - y.1).abs() < 1e-9)
+    };
+
+    // Gathered, then confirmed by the search: the next search of the query skips the round.
+    let (first, steps) = ask(three.grpc).await;
+    assert!(
+        has(&steps, "term_stats") && !has(&steps, "term_stats_cached"),
+        "{steps:?}"
+    );
+    let (reference, _) = ask(one.grpc).await;
+    assert!(!reference.is_empty());
+    assert!(same(&first, &reference), "{first:?}\n{reference:?}");
+    let (second, steps) = ask(three.grpc).await;
+    assert!(
+        has(&steps, "term_stats_cached") && !has(&steps, "term_stats"),
+        "{steps:?}"
+    );
+    assert!(same(&second, &reference), "{second:?}\n{reference:?}");
+
+    // A write to one integration changes the query's statistics (documents and the terms'
+    // frequencies): the shard's stamp no longer matches, and the router gathers and searches
+    // again. The scores are those of the new catalog, as on one shard.
+    let mut added = spread_catalog()[0].clone();
+    added.name = format!("{}_NOTIFY", added.name);
+    added.description = "Send an email message to a customer, or a message to every customer of \
+                         an account"
+        .into();
+    for cluster in [&three, &one] {
+        load_catalog(cluster.grpc, PROJECT, std::slice::from_ref(&added), 1).await;
+    }
+    let (reference, _) = ask(one.grpc).await;
+    assert!(!same(&reference, &second), "the write changed no score");
+    let (third, steps) = ask(three.grpc).await;
+    assert!(
+        has(&steps, "term_stats_stale") && has(&steps, "term_stats"),
+        "{steps:?}"
+    );
+    assert!(same(&third, &reference), "{third:?}\n{reference:?}");
+    let (fourth, steps) = ask(three.grpc).await;
+    assert!(
+        has(&steps, "term_stats_cached") && !has(&steps, "term_stats"),
+        "{steps:?}"
+    );
+    assert!(same(&fourth, &reference), "{fourth:?}\n{reference:?}");
+
+    // Another scope of the same query is another entry (12 integrations on one shard: about one
+    // run in 180,000).
+    let mut narrow = search_request(query);
+    narrow.integrations = spread_catalog()
+        .iter()
+        .map(|t| t.integration.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .take(12)
+        .collect();
+    narrow.mode = Some("lexical".into());
+    narrow.diagnostics = true;
+    let (_, steps) = lexical_scores(&search(three.grpc, narrow).await.unwrap());
+    assert!(
+        has(&steps, "term_stats") && !has(&steps, "term_stats_cached"),
+        "{steps:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_shard_is_reported_and_the_rest_answers() {
     let mut cluster = loaded(3).await;

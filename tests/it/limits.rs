@@ -31,7 +31,7 @@ impl ShardApi for HeldShard {
     async fn info(&self) -> Res<ShardInfo> {
         self.inner.info().await
     }
-    async fn term_stats(&self, request: TermStatsRequest) -> Res<TermStats> {
+    async fn term_stats(&self, request: TermStatsRequest) -> Res<ScopeStats> {
         self.inner.term_stats(request).await
     }
     async fn search_tools(&self, request: ShardSearchRequest) -> Res<ShardSearchResponse> {

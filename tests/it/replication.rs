@@ -65,7 +65,7 @@ impl ShardApi for Replica {
         self.up()?;
         self.inner.info().await
     }
-    async fn term_stats(&self, request: TermStatsRequest) -> Res<TermStats> {
+    async fn term_stats(&self, request: TermStatsRequest) -> Res<ScopeStats> {
         self.up()?;
         self.inner.term_stats(request).await
     }

@@ -23,9 +23,9 @@ use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
     ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
     InlineSearchRequest, ListRecordsRequest, PartFailure, ReadSegmentsRequest,
-    ReadSegmentsResponse, RecordDeleteRequest, RecordVersion, SegmentUpsertRequest, ShardApi,
-    ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse, ShardUpsertRequest,
-    ShardWriteResponse, TermStats, TermStatsRequest,
+    ReadSegmentsResponse, RecordDeleteRequest, RecordVersion, ScopeStats, SegmentUpsertRequest,
+    ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest, ShardSearchResponse,
+    ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_embed::{CachedEmbedder, EmbedError, Embedder};
@@ -615,7 +615,10 @@ impl ShardApi for FaultyShard {
         self.inner.info().await
     }
 
-    async fn term_stats(&self, request: TermStatsRequest) -> agentsearch_common::Result<TermStats> {
+    async fn term_stats(
+        &self,
+        request: TermStatsRequest,
+    ) -> agentsearch_common::Result<ScopeStats> {
         self.down()?;
         self.inner.term_stats(request).await
     }

@@ -12,7 +12,7 @@ use agentsearch_common::shard::{
     ContextSearchRequest, ContextSearchResponse, ContextStatsRequest, ExportRecordsRequest,
     ExportToolsRequest, GetToolsRequest, GetToolsResponse, IndexedRecord, IndexedTool,
     InlineSearchRequest, ListRecordsRequest, ReadSegmentsRequest, ReadSegmentsResponse,
-    RecordDeleteRequest, RecordVersion, SegmentFetchRequest, SegmentFetchResponse,
+    RecordDeleteRequest, RecordVersion, ScopeStats, SegmentFetchRequest, SegmentFetchResponse,
     SegmentUpsertRequest, ShardApi, ShardDeleteRequest, ShardInfo, ShardSearchRequest,
     ShardSearchResponse, ShardUpsertRequest, ShardWriteResponse, TermStats, TermStatsRequest,
 };
@@ -160,7 +160,7 @@ impl ShardClient {
         req: TermStatsRequest,
         request_id: &str,
         timeout: Duration,
-    ) -> Result<TermStats> {
+    ) -> Result<ScopeStats> {
         let fut = async {
             match self {
                 ShardClient::Local(s) => s.term_stats(req).await,

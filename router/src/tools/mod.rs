@@ -20,4 +20,5 @@ pub mod rest;
 pub(crate) mod rest_body;
 pub mod rest_types;
 pub mod search;
+pub(crate) mod stats_cache;
 pub mod toolkits;

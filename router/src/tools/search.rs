@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use agentsearch_common::config::SearchConfig;
 use agentsearch_common::shard::{
-    Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ShardSearchRequest, ShardSearchResponse,
-    TermStats, TermStatsRequest,
+    Hit, IndexedTool, InlineSearchRequest, RetrievalMode, ScopeStats, ShardSearchRequest,
+    ShardSearchResponse, TermStats, TermStatsRequest,
 };
 use agentsearch_common::tool::{SideEffect, ToolRecord, each_piece, identifier_pieces};
 use agentsearch_common::{Error, Result};
@@ -33,6 +33,7 @@ use crate::tools::api::{
 };
 use crate::tools::connections;
 pub(crate) use crate::tools::fusion::fuse_keyed;
+use crate::tools::stats_cache::answers_stamp;
 use agentsearch_store::STALE_INTEGRATION;
 
 /// Records named, timed steps; the list is returned only when diagnostics are on.
@@ -321,7 +322,25 @@ impl Router {
         trace.step("placement");
 
         // The query embedding and the global lexical statistics are independent: run them together.
+        // Statistics that searches of this query and scope confirmed are used without the round
+        // (see `stats_cache`); the fan-out's stamps then tell whether they still hold.
         let searchable = !parts.is_empty() || !inline.is_empty();
+        // Inline tools are scored on the catalog's statistics, so they are needed even for one
+        // shard.
+        let needs_stats = q.mode.lexical()
+            && !q.query.is_empty()
+            && !parts.is_empty()
+            && (parts.len() >= 2 || !inline.is_empty());
+        let stats_key = needs_stats.then(|| {
+            self.stats_cache.key(
+                q.project_id,
+                q.query,
+                parts
+                    .iter()
+                    .flat_map(|p| p.integrations.iter().map(String::as_str)),
+            )
+        });
+        let cached = stats_key.as_ref().and_then(|key| self.stats_cache.get(key));
         let embed = async {
             if !q.mode.dense() || !searchable || q.query.is_empty() {
                 return None;
@@ -336,31 +355,29 @@ impl Router {
                 .await;
             Some((result, t.elapsed()))
         };
-        let stats = async {
-            // Inline tools are scored on the catalog's statistics, so they are needed even for one
-            // shard.
-            if !q.mode.lexical()
-                || q.query.is_empty()
-                || parts.is_empty()
-                || (parts.len() < 2 && inline.is_empty())
-            {
-                return None;
-            }
+        let (parts_ref, alternatives_ref, inline_ref) = (&parts, &alternatives, &inline);
+        let gather = move || async move {
             let t = Instant::now();
             let stats = self
                 .gather_stats(
                     q.project_id,
                     q.query,
-                    &parts,
-                    &alternatives,
+                    parts_ref,
+                    alternatives_ref,
                     request_id,
                     deadline,
                 )
                 .instrument(tracing::info_span!("term_stats"))
                 .await;
-            Some((stats, t.elapsed()))
+            (stats, t.elapsed())
         };
-        let (embedded, stats) = tokio::join!(embed, stats);
+        let stats = async {
+            if !needs_stats || cached.is_some() {
+                return None;
+            }
+            Some(gather().await)
+        };
+        let (embedded, gathered) = tokio::join!(embed, stats);
         let mut strategy = match q.mode {
             RetrievalMode::Hybrid => "hybrid",
             RetrievalMode::Lexical => "lexical",
@@ -389,10 +406,18 @@ impl Router {
                 None
             }
         };
-        let stats: Option<TermStats> = stats.map(|(stats, took)| {
-            trace.push("term_stats", took);
-            stats
-        });
+        // The statistics the search runs on, and the stamp a search must report to confirm them.
+        let (stats, expected): (Option<TermStats>, Option<u64>) = match (&cached, gathered) {
+            (Some(entry), _) => {
+                trace.push("term_stats_cached", Duration::ZERO);
+                (Some(entry.stats.clone()), Some(entry.stamp))
+            }
+            (None, Some((gathered, took))) => {
+                trace.push("term_stats", took);
+                (Some(gathered.stats), gathered.stamp)
+            }
+            (None, None) => (None, None),
+        };
         trace.last = Instant::now();
 
         let shard_request =
@@ -408,40 +433,78 @@ impl Router {
                 stats,
                 structured: q.structured.map(str::to_string),
             };
-        let inline_search = async {
-            if inline.is_empty() {
-                return None;
-            }
-            let t = Instant::now();
-            let request = InlineSearchRequest {
-                project_id: q.project_id.to_string(),
-                tools: inline.clone(),
-                query: q.query.to_string(),
-                vector: vector.as_ref().map(|v| v.to_vec()),
-                categories: q.categories.to_vec(),
-                max_side_effect: q.max_side_effect,
-                limit: search.candidates,
-                lexical: lexical_on,
-                stats: stats.clone(),
+        // The catalog's indexes and the inline tools, searched together on `stats`.
+        let (vector_ref, shard_request) = (&vector, &shard_request);
+        let search_on = move |stats: Option<TermStats>| async move {
+            let inline_search = async {
+                if inline_ref.is_empty() {
+                    return None;
+                }
+                let t = Instant::now();
+                let request = InlineSearchRequest {
+                    project_id: q.project_id.to_string(),
+                    tools: inline_ref.clone(),
+                    query: q.query.to_string(),
+                    vector: vector_ref.as_ref().map(|v| v.to_vec()),
+                    categories: q.categories.to_vec(),
+                    max_side_effect: q.max_side_effect,
+                    limit: search.candidates,
+                    lexical: lexical_on,
+                    stats: stats.clone(),
+                };
+                Some((
+                    self.search_inline(request, request_id, deadline)
+                        .instrument(tracing::info_span!("inline"))
+                        .await,
+                    t.elapsed(),
+                ))
             };
-            Some((
-                self.search_inline(request, request_id, deadline)
-                    .instrument(tracing::info_span!("inline"))
-                    .await,
-                t.elapsed(),
-            ))
+            let make = |integrations| shard_request(integrations, stats.clone());
+            let catalog_search = self
+                .fan_out(parts_ref, alternatives_ref, &make, request_id, deadline)
+                .instrument(tracing::info_span!("fanout", parts = parts_ref.len()));
+            tokio::join!(catalog_search, inline_search)
         };
-        let first_request = |integrations| shard_request(integrations, stats.clone());
-        let catalog_search = self
-            .fan_out(&parts, &alternatives, &first_request, request_id, deadline)
-            .instrument(tracing::info_span!("fanout", parts = parts.len()));
-        let ((mut answers, steps, failures), inline_answer) =
-            tokio::join!(catalog_search, inline_search);
-        for (label, took) in steps {
+        let started = Instant::now();
+        let ((mut answers, mut steps, mut failures), mut inline_answer) =
+            search_on(stats.clone()).await;
+        let searched = answers_stamp(&answers, !failures.is_empty());
+        if let Some(key) = stats_key {
+            let confirmed = expected.is_some() && searched == expected;
+            let lookups = agentsearch_common::metrics::TERM_STATS_CACHE;
+            match (&cached, confirmed) {
+                (Some(_), true) => metrics::counter!(lookups, "result" => "hit").increment(1),
+                (None, confirmed) => {
+                    metrics::counter!(lookups, "result" => "miss").increment(1);
+                    if let (true, Some(stats), Some(stamp)) = (confirmed, stats, expected) {
+                        self.stats_cache.confirm(key, stats, stamp);
+                    }
+                }
+                (Some(_), false) => {
+                    // An index of the scope changed since the statistics were confirmed (or a
+                    // part failed): what was searched is dropped, and the query runs as if
+                    // nothing were cached.
+                    metrics::counter!(lookups, "result" => "stale").increment(1);
+                    self.stats_cache.forget(&key);
+                    trace.push("term_stats_stale", started.elapsed());
+                    let (gathered, took) = gather().await;
+                    trace.push("term_stats", took);
+                    ((answers, steps, failures), inline_answer) =
+                        search_on(Some(gathered.stats.clone())).await;
+                    if gathered.stamp.is_some()
+                        && answers_stamp(&answers, !failures.is_empty()) == gathered.stamp
+                        && let Some(stamp) = gathered.stamp
+                    {
+                        self.stats_cache.confirm(key, gathered.stats, stamp);
+                    }
+                }
+            }
+        }
+        for (label, took) in steps.drain(..) {
             trace.push(&label, took);
         }
-        errors.extend(failures);
-        if let Some((answer, took)) = inline_answer {
+        errors.append(&mut failures);
+        if let Some((answer, took)) = inline_answer.take() {
             trace.push("inline", took);
             match answer {
                 Ok(answer) => answers.push(answer),
@@ -1004,7 +1067,7 @@ impl Router {
     }
 
     /// Sums the BM25 statistics of every part; a shard that does not answer is left out (its
-    /// search will fail too and be reported).
+    /// search will fail too and be reported), and then the sum has no stamp.
     async fn gather_stats(
         &self,
         project_id: &str,
@@ -1013,7 +1076,7 @@ impl Router {
         alternatives: &AlternativesFn<'_, String>,
         request_id: &str,
         deadline: Instant,
-    ) -> TermStats {
+    ) -> ScopeStats {
         let plan = PartPlan {
             shards: &self.shards,
             alternatives,
@@ -1038,13 +1101,18 @@ impl Router {
             )
         }))
         .await;
-        let mut total = TermStats::default();
+        let mut total = ScopeStats {
+            stats: TermStats::default(),
+            stamp: Some(0),
+        };
         for outcome in outcomes {
-            for (_, _, stats, _) in &outcome.answers {
-                total.merge(stats);
+            for (_, _, part, _) in &outcome.answers {
+                total.stats.merge(&part.stats);
+                total.stamp = total.stamp.zip(part.stamp).map(|(a, b)| a.wrapping_add(b));
             }
             for (shard_id, _, err) in &outcome.failed {
                 tracing::warn!(request_id, shard_id = %shard_id, error = %err, "term statistics failed on a shard");
+                total.stamp = None;
             }
         }
         total

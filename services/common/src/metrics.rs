@@ -28,6 +28,7 @@ pub const EMBED_DURATION: &str = "agentsearch_embedding_duration_seconds";
 pub const EMBED_TEXTS: &str = "agentsearch_embedded_texts_total";
 pub const EMBED_IN_FLIGHT: &str = "agentsearch_embeddings_in_flight";
 pub const EMBED_CACHE: &str = "agentsearch_embedding_cache_lookups_total";
+pub const TERM_STATS_CACHE: &str = "agentsearch_term_stats_cache_lookups_total";
 pub const EMBED_QUEUE_FULL: &str = "agentsearch_embedding_queue_full_total";
 pub const HYDRATION_CACHE: &str = "agentsearch_hydration_cache_lookups_total";
 pub const HYDRATION_PROVIDER_DURATION: &str = "agentsearch_hydration_provider_duration_seconds";
@@ -136,6 +137,11 @@ fn describe() {
     describe_counter!(
         EMBED_CACHE,
         "Embedding cache lookups of queries and inline tools, by result (hit, miss)."
+    );
+    describe_counter!(
+        TERM_STATS_CACHE,
+        "Lookups of confirmed BM25 statistics by tool searches over several shards, by result \
+         (hit, miss, stale: the shards had changed, the statistics were gathered again)."
     );
     describe_counter!(
         HYDRATION_CACHE,

@@ -15,8 +15,9 @@ pub trait ShardApi: Send + Sync + 'static {
     /// Identity and size of the shard.
     async fn info(&self) -> Result<ShardInfo>;
     /// BM25 statistics of the query's terms over the named indexes, so that scores from
-    /// different indexes and shards are computed against the same global statistics.
-    async fn term_stats(&self, request: TermStatsRequest) -> Result<TermStats>;
+    /// different indexes and shards are computed against the same global statistics; with the
+    /// stamp of the indexes counted (see [`ScopeStats`]).
+    async fn term_stats(&self, request: TermStatsRequest) -> Result<ScopeStats>;
     /// Ranked lexical and dense candidates over the named indexes, filters applied inside.
     async fn search_tools(&self, request: ShardSearchRequest) -> Result<ShardSearchResponse>;
     /// Ranks tools carried in the request exactly as catalog tools are ranked (same analysis,
@@ -138,6 +139,21 @@ impl TermStats {
             *self.doc_freqs.entry(key.clone()).or_default() += df;
         }
     }
+}
+
+/// A shard's BM25 statistics of a query over the named indexes, and the stamp of the index states
+/// they were counted from.
+///
+/// A stamp is the wrapping sum over the indexes of a fingerprint of (integration, generation,
+/// documents, tokens per field), so the stamps of disjoint scopes add up to the stamp of their
+/// union whichever replicas answered, and a search that reports the same stamp ran on index states
+/// with exactly these statistics. The router keeps statistics it has seen confirmed this way and
+/// skips the statistics round while the searches keep confirming them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScopeStats {
+    pub stats: TermStats,
+    /// `None` from a shard that does not stamp.
+    pub stamp: Option<u64>,
 }
 
 /// Which retrievers run.
@@ -270,6 +286,9 @@ pub struct ShardSearchResponse {
     /// The request's structured query was applied (a shard that predates structured queries
     /// leaves it false, and the router does not use its answer).
     pub structured: bool,
+    /// The stamp of the index states searched ([`ScopeStats::stamp`]); `None` for inline tools
+    /// and from a shard that does not stamp.
+    pub stamp: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -30,8 +30,8 @@ use std::time::Instant;
 
 use agentsearch_common::config::LexicalConfig;
 use agentsearch_common::shard::{
-    Hit, IndexedTool, InlineSearchRequest, PartFailure, ShardSearchRequest, ShardSearchResponse,
-    ShardTimings, TermStats, TermStatsRequest, hit_order,
+    Hit, IndexedTool, InlineSearchRequest, PartFailure, ScopeStats, ShardSearchRequest,
+    ShardSearchResponse, ShardTimings, TermStats, TermStatsRequest, hit_order,
 };
 use agentsearch_common::tool::{MAX_SLUG_CHARS, ToolRecord};
 use parking_lot::RwLock;
@@ -297,15 +297,28 @@ impl ToolIndexes {
 
     /// BM25 statistics of the query over the named indexes.
     pub fn term_stats(&self, request: &TermStatsRequest) -> Result<TermStats> {
+        self.scope_stats(request).map(|counted| counted.stats)
+    }
+
+    /// [`ToolIndexes::term_stats`] with the stamp of the index states counted: a search of the
+    /// same indexes that reports this stamp ranked on exactly these statistics.
+    pub fn scope_stats(&self, request: &TermStatsRequest) -> Result<ScopeStats> {
         let terms = analyzer::analyze(&request.query);
         if let Some(view) = self.view(&request.project_id) {
             let scope = view.scope(&request.integrations);
-            return Ok(view.stats_of(&scope, &schema::TEXT_FIELDS, &terms));
+            return Ok(ScopeStats {
+                stats: view.stats_of(&scope, &schema::TEXT_FIELDS, &terms),
+                stamp: Some(view.stamp_of(&scope)),
+            });
         }
-        Ok(scoped_stats(
+        let (stats, stamp) = scoped_stats(
             &self.scoped(&request.project_id, &request.integrations),
             &terms,
-        ))
+        );
+        Ok(ScopeStats {
+            stats,
+            stamp: Some(stamp),
+        })
     }
 
     /// Searches the named indexes with both retrievers; an index that fails is reported in
@@ -368,7 +381,7 @@ impl ToolIndexes {
         };
         let scoped = self.scoped(&request.project_id, &request.integrations);
         let lexical = self.lexical_under(&terms, request.stats.as_ref(), || {
-            scoped_stats(&scoped, &terms)
+            scoped_stats(&scoped, &terms).0
         });
         let query = ToolQuery {
             lexical: request.lexical.then_some(&lexical),
@@ -422,6 +435,7 @@ impl ToolIndexes {
         };
         let mut response = search_sources(&[index], &query, prepare_started);
         response.generations.clear();
+        response.stamp = None;
         Ok(response)
     }
 
@@ -504,6 +518,7 @@ fn search_sources<S: ToolSource>(
     let mut pools: [Vec<(f32, (usize, u64))>; 4] = Default::default();
     let mut failures = Vec::new();
     let mut matched = std::collections::BTreeMap::new();
+    let mut stamp = 0u64;
     // The generation each source was searched at, by position in `sources`.
     let mut searched_at = Vec::with_capacity(sources.len());
     let mut timings = ShardTimings {
@@ -516,6 +531,7 @@ fn search_sources<S: ToolSource>(
         }
         failures.extend(part.failures);
         searched_at.extend(part.generations);
+        stamp = stamp.wrapping_add(part.stamp);
         for (integration, n) in part.matched {
             *matched.entry(integration).or_insert(0) += n;
         }
@@ -538,6 +554,7 @@ fn search_sources<S: ToolSource>(
     };
     ShardSearchResponse {
         matched,
+        stamp: Some(stamp),
         ..answer(lists, generation_of, failures, timings)
     }
 }
@@ -584,6 +601,7 @@ pub(crate) fn answer<'a, P: Copy>(
         matched: Default::default(),
         highlights: Default::default(),
         structured: false,
+        stamp: None,
     }
 }
 
@@ -593,16 +611,17 @@ fn parse_structured(json: &str) -> Result<Structured> {
 }
 
 /// Statistics of the query's terms over `indexes`: counted in place over every index's slice,
-/// then named once.
-fn scoped_stats(indexes: &[Arc<IntegrationIndex>], terms: &[String]) -> TermStats {
+/// then named once; with the stamp of the states counted.
+fn scoped_stats(indexes: &[Arc<IntegrationIndex>], terms: &[String]) -> (TermStats, u64) {
     let names = schema::TEXT_FIELDS;
     let mut counts = tool_slice::TermCounts::new(names.len(), terms.len());
+    let mut stamp = 0u64;
     for index in indexes {
-        index.count_terms(terms, &mut counts);
+        stamp = stamp.wrapping_add(index.count_terms(terms, &mut counts));
     }
     let mut stats = TermStats::default();
     counts.add_to(&names, terms, &mut stats);
-    stats
+    (stats, stamp)
 }
 
 /// Scopes of at least this many indexes are searched on several threads.
@@ -621,6 +640,8 @@ struct Part {
     failures: Vec<PartFailure>,
     /// The generation each index was searched at, in order.
     generations: Vec<u64>,
+    /// The stamp of the states searched (a panicked part counts nothing, so its stamp is off).
+    stamp: u64,
     /// Exact counts of the structured query's matches, by integration.
     matched: Vec<(String, u64)>,
     lexical_ms: f64,
@@ -633,6 +654,7 @@ fn search_part<S: ToolSource>(offset: usize, sources: &[S], query: &ToolQuery) -
     for (i, source) in sources.iter().enumerate() {
         let answer = source.search(query, &mut buffers);
         part.generations.push(answer.generation);
+        part.stamp = part.stamp.wrapping_add(answer.stamp);
         if let Some(matched) = answer.matched {
             part.matched
                 .push((source.integration().to_string(), matched));

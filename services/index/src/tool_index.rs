@@ -117,6 +117,8 @@ pub struct ToolQuery<'a> {
 pub struct IndexAnswer {
     /// The generation of the index the retrievers searched.
     pub generation: u64,
+    /// The state's fingerprint in a stamp (0 for inline tools).
+    pub stamp: u64,
     pub lexical: Option<Result<Scored>>,
     pub dense: Option<Result<Scored>>,
     pub lexical_ms: f64,
@@ -273,6 +275,7 @@ impl State {
             .map(|vector| self.search_dense(vector, query.filter, query.limit, buffers));
         IndexAnswer {
             generation: self.generation,
+            stamp: 0,
             lexical,
             dense,
             lexical_ms: (lexical_done - started).as_secs_f64() * 1e3,
@@ -319,6 +322,7 @@ impl State {
         };
         IndexAnswer {
             generation: self.generation,
+            stamp: 0,
             lexical,
             dense,
             lexical_ms: (lexical_done - started).as_secs_f64() * 1e3,
@@ -623,8 +627,15 @@ impl IntegrationIndex {
     }
 
     /// Adds this index's counts for `terms` to `counts` (see [`ToolIndexes::term_stats`]).
-    pub(crate) fn count_terms(&self, terms: &[String], counts: &mut crate::tool_slice::TermCounts) {
-        self.state.read().count(terms, counts);
+    /// Returns the stamp of the state counted.
+    pub(crate) fn count_terms(
+        &self,
+        terms: &[String],
+        counts: &mut crate::tool_slice::TermCounts,
+    ) -> u64 {
+        let state = self.state.read();
+        state.count(terms, counts);
+        state_stamp(&self.integration, state.generation, &state.slice)
     }
 
     /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,
@@ -710,7 +721,11 @@ impl ToolSource for IntegrationIndex {
     /// Both retrievers under one read of the state: a concurrent write publishes before or after
     /// them, never between.
     fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
-        self.state.read().search(query, buffers)
+        let state = self.state.read();
+        IndexAnswer {
+            stamp: state_stamp(&self.integration, state.generation, &state.slice),
+            ..state.search(query, buffers)
+        }
     }
 }
 
@@ -980,6 +995,25 @@ pub fn stable_id(name: &str) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash >> 2
+}
+
+/// The fingerprint of one index state in a stamp ([`agentsearch_common::shard::ScopeStats`]):
+/// FNV-1a of the integration, then its generation, documents and tokens per field, each mixed in
+/// with a 64-bit finalizer. The same on every process and replica for the same state.
+pub(crate) fn state_stamp(integration: &str, generation: u64, slice: &Slice) -> u64 {
+    fn mix(mut x: u64) -> u64 {
+        x ^= x >> 30;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x ^= x >> 27;
+        x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+    let (docs, tokens) = slice.totals();
+    let mut hash = mix(stable_id(integration));
+    for value in [generation, docs].into_iter().chain(tokens.iter().copied()) {
+        hash = mix(hash ^ mix(value));
+    }
+    hash
 }
 
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {

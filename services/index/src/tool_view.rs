@@ -38,6 +38,8 @@ struct Part {
     index: Arc<IntegrationIndex>,
     slice: Arc<Slice>,
     generation: u64,
+    /// The part's fingerprint in a stamp ([`crate::tool_index::state_stamp`]).
+    stamp: u64,
     /// The part's first row in the view.
     start: u32,
 }
@@ -134,6 +136,7 @@ impl ToolView {
             }
             view.part_of.insert(index.integration().to_string(), part);
             view.parts.push(Part {
+                stamp: crate::tool_index::state_stamp(index.integration(), generation, &slice),
                 index,
                 slice,
                 generation,
@@ -211,6 +214,13 @@ impl ToolView {
             parts,
             mask,
         }
+    }
+
+    /// The stamp of the scope's index states (what [`ToolView::search`] reports).
+    pub(crate) fn stamp_of(&self, scope: &Scope) -> u64 {
+        scope.parts.iter().fold(0u64, |sum, &p| {
+            sum.wrapping_add(self.parts[p as usize].stamp)
+        })
     }
 
     /// Statistics of `terms` over the scope, under the fields' `names`.
@@ -298,12 +308,15 @@ impl ToolView {
             dense_ms,
             assemble_ms: searched.elapsed().as_secs_f64() * 1e3,
         };
-        crate::answer(
-            [lexical, excluded_lexical, dense, excluded_dense],
-            generation_of,
-            failures,
-            timings,
-        )
+        ShardSearchResponse {
+            stamp: Some(self.stamp_of(scope)),
+            ..crate::answer(
+                [lexical, excluded_lexical, dense, excluded_dense],
+                generation_of,
+                failures,
+                timings,
+            )
+        }
     }
 
     /// Whether a search of `integrations` is cheaper here than index by index: the lexical

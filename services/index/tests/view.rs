@@ -231,6 +231,9 @@ proptest! {
             let each = strip_timings(indexes.search_each(&request));
             let viewed = strip_timings(indexes.search(&request));
             prop_assert_eq!(&viewed, &each, "{:?}", search);
+            // Both paths stamp the states they searched, as the statistics round does.
+            prop_assert!(each.stamp.is_some());
+            prop_assert_eq!(stamp_of(&indexes, &request), each.stamp, "{:?}", search);
             // Statistics through the view, and counted index by index.
             let viewed = indexes
                 .term_stats(&TermStatsRequest {
@@ -253,6 +256,18 @@ proptest! {
             prop_assert!(indexes.has_current_view(PROJECT));
         }
     }
+}
+
+/// The stamp of the statistics round over the request's scope.
+fn stamp_of(indexes: &ToolIndexes, request: &ShardSearchRequest) -> Option<u64> {
+    indexes
+        .scope_stats(&TermStatsRequest {
+            project_id: PROJECT.into(),
+            integrations: request.integrations.clone(),
+            query: request.query.clone(),
+        })
+        .unwrap()
+        .stamp
 }
 
 /// Waits until a search has rebuilt the project's view in the background.
@@ -293,11 +308,33 @@ fn a_write_is_in_every_answer_before_and_after_the_view_is_rebuilt() {
         structured: None,
     };
     assert!(indexes.search(&request).lexical.is_empty());
+    // Stamps: the round's and the search's agree; disjoint scopes add up.
+    let before = stamp_of(&indexes, &request);
+    assert_eq!(indexes.search(&request).stamp, before);
+    let alone = |integration: &str| {
+        stamp_of(
+            &indexes,
+            &ShardSearchRequest {
+                integrations: vec![integration.into()],
+                ..request.clone()
+            },
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        Some(alone("app0").wrapping_add(alone("app1"))),
+        before,
+        "app2 has no index yet"
+    );
     indexes
         .get_or_create(PROJECT, "app1")
         .unwrap()
         .upsert(vec![new])
         .unwrap();
+    // The write changes the stamp, on both paths.
+    let after = stamp_of(&indexes, &request);
+    assert_ne!(after, before);
+    assert_eq!(indexes.search(&request).stamp, after);
     assert!(
         !indexes.has_current_view(PROJECT),
         "a write makes the view out of date"
@@ -306,6 +343,8 @@ fn a_write_is_in_every_answer_before_and_after_the_view_is_rebuilt() {
     assert_eq!(names(indexes.search(&request)), ["APP1_ZEPHYR_99"]);
     wait_for_view(&indexes, &request);
     assert_eq!(names(indexes.search(&request)), ["APP1_ZEPHYR_99"]);
+    assert_eq!(indexes.search(&request).stamp, after);
+    assert_eq!(stamp_of(&indexes, &request), after);
     // A new integration's index makes it out of date too, and is searched at once.
     let mut third = tool("app2", 1, 4, DIM);
     third.record.name = "APP2_ZEPHYR_1".into();
