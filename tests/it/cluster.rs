@@ -340,8 +340,8 @@ fn lexical_scores(response: &pb::SearchToolsResponse) -> (Vec<(String, f64)>, Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
-    // 24 integrations: every one of the three shards holds some (all on one: about one run in
-    // a hundred billion), so the router needs global statistics.
+    // 24 integrations: they are on several of the three shards (all on one: about one run in a
+    // hundred billion), so the router needs global statistics.
     let three = Cluster::start(3).await;
     let one = Cluster::start(1).await;
     for cluster in [&three, &one] {
@@ -405,16 +405,17 @@ async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
     );
     assert!(same(&fourth, &reference), "{fourth:?}\n{reference:?}");
 
-    // Another scope of the same query is another entry (12 integrations on one shard: about one
-    // run in 180,000).
-    let mut narrow = search_request(query);
-    narrow.integrations = spread_catalog()
+    // Another scope of the same query is another entry: one integration of each of two shards.
+    let placements = three.placements().await;
+    let (first_integration, first_shard) = placements[0].clone();
+    let other = placements
         .iter()
-        .map(|t| t.integration.clone())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .take(12)
-        .collect();
+        .find(|(_, shard)| *shard != first_shard)
+        .expect("the integrations are on several shards")
+        .0
+        .clone();
+    let mut narrow = search_request(query);
+    narrow.integrations = vec![first_integration, other];
     narrow.mode = Some("lexical".into());
     narrow.diagnostics = true;
     let (_, steps) = lexical_scores(&search(three.grpc, narrow).await.unwrap());

@@ -468,7 +468,8 @@ impl Router {
         let started = Instant::now();
         let ((mut answers, mut steps, mut failures), mut inline_answer) =
             search_on(stats.clone()).await;
-        let searched = answers_stamp(&answers, !failures.is_empty());
+        let failed = !failures.is_empty();
+        let searched = answers_stamp(&answers, failed);
         if let Some(key) = stats_key {
             let confirmed = expected.is_some() && searched == expected;
             let lookups = agentsearch_common::metrics::TERM_STATS_CACHE;
@@ -481,21 +482,27 @@ impl Router {
                     }
                 }
                 (Some(_), false) => {
-                    // An index of the scope changed since the statistics were confirmed (or a
-                    // part failed): what was searched is dropped, and the query runs as if
-                    // nothing were cached.
                     metrics::counter!(lookups, "result" => "stale").increment(1);
                     self.stats_cache.forget(&key);
-                    trace.push("term_stats_stale", started.elapsed());
-                    let (gathered, took) = gather().await;
-                    trace.push("term_stats", took);
-                    ((answers, steps, failures), inline_answer) =
-                        search_on(Some(gathered.stats.clone())).await;
-                    if gathered.stamp.is_some()
-                        && answers_stamp(&answers, !failures.is_empty()) == gathered.stamp
-                        && let Some(stamp) = gathered.stamp
-                    {
-                        self.stats_cache.confirm(key, gathered.stats, stamp);
+                    // The statistics of an index in scope changed since they were confirmed:
+                    // what was searched is dropped and the query runs again on fresh ones, if
+                    // the deadline leaves room for it (else the answer stands, ranked on the
+                    // statistics from before the change, as a search that races a write can
+                    // be). A failed part would fail again and only spend the deadline: the
+                    // others' answers stand (ranked on every index's statistics).
+                    let room =
+                        deadline.saturating_duration_since(Instant::now()) > started.elapsed() * 2;
+                    if !failed && room {
+                        trace.push("term_stats_stale", started.elapsed());
+                        let (gathered, took) = gather().await;
+                        trace.push("term_stats", took);
+                        ((answers, steps, failures), inline_answer) =
+                            search_on(Some(gathered.stats.clone())).await;
+                        if let Some(stamp) = gathered.stamp
+                            && answers_stamp(&answers, !failures.is_empty()) == Some(stamp)
+                        {
+                            self.stats_cache.confirm(key, gathered.stats, stamp);
+                        }
                     }
                 }
             }

@@ -3,13 +3,12 @@
 //!
 //! An entry is the global statistics of one query over one scope (project, query text, the set of
 //! integrations searched) and their stamp: the sum of the fingerprints of the index states they
-//! were counted from ([`agentsearch_common::shard::ScopeStats`]). It is stored only after a search
-//! on those statistics reported the same stamp, and it is used only as long as every search keeps
-//! reporting it: a shard that has written to one of the scope's indexes since, or a replica at
-//! another state, reports another stamp, and the router then forgets the entry, gathers the
-//! statistics again and searches again on them. So a cached entry never changes an answer; it only
-//! saves the round trip. Stamps are the same on every replica for the same state, so the choice of
-//! replicas does not matter.
+//! were counted from ([`agentsearch_common::shard::ScopeStats`]; a fingerprint covers every
+//! statistic of the index, so replicas with the same statistics agree whatever their history). It
+//! is stored only after a search on those statistics reported the same stamp, and it is used only
+//! as long as every search keeps reporting it: a shard whose statistics changed since reports
+//! another stamp, and the router then forgets the entry and, deadline permitting, gathers the
+//! statistics again and searches again on them (see `rank` in [`crate::tools::search`]).
 
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;

@@ -117,7 +117,7 @@ pub struct ToolQuery<'a> {
 pub struct IndexAnswer {
     /// The generation of the index the retrievers searched.
     pub generation: u64,
-    /// The state's fingerprint in a stamp (0 for inline tools).
+    /// The state's fingerprint in a stamp (0 for inline tools; see [`state_stamp`]).
     pub stamp: u64,
     pub lexical: Option<Result<Scored>>,
     pub dense: Option<Result<Scored>>,
@@ -635,7 +635,7 @@ impl IntegrationIndex {
     ) -> u64 {
         let state = self.state.read();
         state.count(terms, counts);
-        state_stamp(&self.integration, state.generation, &state.slice)
+        state_stamp(&self.integration, &state.slice)
     }
 
     /// BM25 over the text fields for a prepared [`LexicalQuery`] (weights from global statistics,
@@ -723,7 +723,7 @@ impl ToolSource for IntegrationIndex {
     fn search(&self, query: &ToolQuery, buffers: &mut ScoreBuffers) -> IndexAnswer {
         let state = self.state.read();
         IndexAnswer {
-            stamp: state_stamp(&self.integration, state.generation, &state.slice),
+            stamp: state_stamp(&self.integration, &state.slice),
             ..state.search(query, buffers)
         }
     }
@@ -997,23 +997,12 @@ pub fn stable_id(name: &str) -> u64 {
     hash >> 2
 }
 
-/// The fingerprint of one index state in a stamp ([`agentsearch_common::shard::ScopeStats`]):
-/// FNV-1a of the integration, then its generation, documents and tokens per field, each mixed in
-/// with a 64-bit finalizer. The same on every process and replica for the same state.
-pub(crate) fn state_stamp(integration: &str, generation: u64, slice: &Slice) -> u64 {
-    fn mix(mut x: u64) -> u64 {
-        x ^= x >> 30;
-        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x ^= x >> 27;
-        x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    }
-    let (docs, tokens) = slice.totals();
-    let mut hash = mix(stable_id(integration));
-    for value in [generation, docs].into_iter().chain(tokens.iter().copied()) {
-        hash = mix(hash ^ mix(value));
-    }
-    hash
+/// The fingerprint of one index state in a stamp ([`agentsearch_common::shard::ScopeStats`]): its
+/// integration's and its statistics' ([`Slice::fingerprint`]), so the same on every process and
+/// replica holding the same statistics, whatever generation each is at.
+pub(crate) fn state_stamp(integration: &str, slice: &Slice) -> u64 {
+    use crate::tool_slice::{fnv1a, mix};
+    mix(mix(fnv1a(integration.as_bytes())).wrapping_add(slice.fingerprint()))
 }
 
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {

@@ -64,6 +64,8 @@ pub(crate) struct Slice {
     field_tokens: Vec<u64>,
     /// The row of each id.
     row_of: IdMapOf<u32>,
+    /// See [`Slice::fingerprint`].
+    fingerprint: u64,
 }
 
 impl Slice {
@@ -152,6 +154,7 @@ impl Slice {
         for entry in slice.terms.values_mut() {
             entry.postings.sort_by_key(|p| (p.field, p.row));
         }
+        slice.fingerprint = slice.statistics_fingerprint();
         slice.dim = dim;
         slice.row_of = row_of;
         if dim > 0 {
@@ -196,6 +199,30 @@ impl Slice {
     /// Documents counted by the statistics, and tokens per field.
     pub(crate) fn totals(&self) -> (u64, &[u64]) {
         (self.total_docs, &self.field_tokens)
+    }
+
+    /// A fingerprint of every statistic BM25 reads from this slice: the documents counted, the
+    /// tokens per field and each term's document frequency per field (summed over the terms, so
+    /// independent of their order), and the version of the analysis that made the terms. Two
+    /// replicas holding the same statistics have the same fingerprint whatever their history of
+    /// writes and merges; any change to a statistic changes it (but for a 64-bit collision).
+    pub(crate) fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    fn statistics_fingerprint(&self) -> u64 {
+        let mut hash = mix(fnv1a(env!("CARGO_PKG_VERSION").as_bytes()));
+        for value in std::iter::once(self.total_docs).chain(self.field_tokens.iter().copied()) {
+            hash = mix(hash ^ mix(value));
+        }
+        let terms = self.terms.iter().fold(0u64, |sum, (text, entry)| {
+            let term = entry
+                .doc_freq
+                .iter()
+                .fold(mix(fnv1a(text.as_bytes())), |h, &df| mix(h ^ mix(df)));
+            sum.wrapping_add(term)
+        });
+        mix(hash ^ terms)
     }
 
     /// Every term with its document frequency per field and its postings (by field, then row).
@@ -767,4 +794,20 @@ mod tests {
             }
         }
     }
+}
+
+/// A 64-bit finalizer (SplitMix64's): every input bit moves about half the output bits.
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// FNV-1a of `bytes`: the same on every process and machine.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -136,7 +136,7 @@ impl ToolView {
             }
             view.part_of.insert(index.integration().to_string(), part);
             view.parts.push(Part {
-                stamp: crate::tool_index::state_stamp(index.integration(), generation, &slice),
+                stamp: crate::tool_index::state_stamp(index.integration(), &slice),
                 index,
                 slice,
                 generation,

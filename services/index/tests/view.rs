@@ -409,3 +409,51 @@ fn a_large_project_split_over_threads_answers_as_its_indexes() {
         assert_eq!(strip_timings(indexes.search(&request)), each, "{search:?}");
     }
 }
+
+/// Stamps identify statistics, not histories: replicas that wrote the same tools in different
+/// batches (so at different generations) stamp alike, with and without their views; one more
+/// tool on one of them tells them apart.
+#[test]
+fn replicas_with_the_same_statistics_stamp_alike() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = ToolIndexes::open(a_dir.path(), LexicalConfig::default()).unwrap();
+    let b = ToolIndexes::open(b_dir.path(), LexicalConfig::default()).unwrap();
+    let tools: Vec<IndexedTool> = (0..6)
+        .map(|n| tool("app0", n, n as u64 * 7919, DIM))
+        .collect();
+    a.get_or_create(PROJECT, "app0")
+        .unwrap()
+        .upsert(tools.clone())
+        .unwrap();
+    let b_index = b.get_or_create(PROJECT, "app0").unwrap();
+    for tool in &tools {
+        b_index.upsert(vec![tool.clone()]).unwrap();
+    }
+    assert_ne!(
+        a.get(PROJECT, "app0").unwrap().generation(),
+        b_index.generation()
+    );
+    let request = ShardSearchRequest {
+        project_id: PROJECT.into(),
+        integrations: vec!["app0".into()],
+        query: format!("{} {}", WORDS[1], WORDS[2]),
+        vector: None,
+        categories: vec![],
+        max_side_effect: None,
+        limit: 5,
+        lexical: true,
+        stats: None,
+        structured: None,
+    };
+    let stamp = stamp_of(&a, &request);
+    assert!(stamp.is_some());
+    assert_eq!(stamp_of(&b, &request), stamp);
+    assert_eq!(b.search(&request).stamp, stamp);
+    a.build_views();
+    b.build_views();
+    assert_eq!(a.search(&request).stamp, stamp);
+    assert_eq!(stamp_of(&b, &request), stamp);
+    b_index.upsert(vec![tool("app0", 6, 12345, DIM)]).unwrap();
+    assert_ne!(stamp_of(&b, &request), stamp);
+    assert_eq!(b.search(&request).stamp, stamp_of(&b, &request));
+}
