@@ -356,6 +356,12 @@ async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
         async move { lexical_scores(&search(grpc, request).await.unwrap()) }
     };
     let has = |steps: &[String], label: &str| steps.iter().any(|s| s == label);
+    let assert_cached = |steps: &[String]| {
+        assert!(
+            has(steps, "term_stats_cached") && !has(steps, "term_stats"),
+            "{steps:?}"
+        );
+    };
     let same = |a: &[(String, f64)], b: &[(String, f64)]| {
         a.len() == b.len()
             && a.iter()
@@ -373,10 +379,7 @@ async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
     assert!(!reference.is_empty());
     assert!(same(&first, &reference), "{first:?}\n{reference:?}");
     let (second, steps) = ask(three.grpc).await;
-    assert!(
-        has(&steps, "term_stats_cached") && !has(&steps, "term_stats"),
-        "{steps:?}"
-    );
+    assert_cached(&steps);
     assert!(same(&second, &reference), "{second:?}\n{reference:?}");
 
     // A write to one integration changes the query's statistics (documents and the terms'
@@ -399,10 +402,7 @@ async fn confirmed_statistics_skip_their_round_until_a_write_changes_them() {
     );
     assert!(same(&third, &reference), "{third:?}\n{reference:?}");
     let (fourth, steps) = ask(three.grpc).await;
-    assert!(
-        has(&steps, "term_stats_cached") && !has(&steps, "term_stats"),
-        "{steps:?}"
-    );
+    assert_cached(&steps);
     assert!(same(&fourth, &reference), "{fourth:?}\n{reference:?}");
 
     // Another scope of the same query is another entry: one integration of each of two shards.

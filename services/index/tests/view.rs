@@ -258,6 +258,22 @@ proptest! {
     }
 }
 
+/// A lexical search of `query` over `integrations`, 5 candidates, no filter.
+fn lexical_request(integrations: &[&str], query: &str) -> ShardSearchRequest {
+    ShardSearchRequest {
+        project_id: PROJECT.into(),
+        integrations: integrations.iter().map(|i| i.to_string()).collect(),
+        query: query.into(),
+        vector: None,
+        categories: vec![],
+        max_side_effect: None,
+        limit: 5,
+        lexical: true,
+        stats: None,
+        structured: None,
+    }
+}
+
 /// The stamp of the statistics round over the request's scope.
 fn stamp_of(indexes: &ToolIndexes, request: &ShardSearchRequest) -> Option<u64> {
     indexes
@@ -295,18 +311,7 @@ fn a_write_is_in_every_answer_before_and_after_the_view_is_rebuilt() {
     let mut new = tool("app1", 99, 3, DIM);
     new.record.name = "APP1_ZEPHYR_99".into();
     new.record.description = "zephyr webhook".into();
-    let request = ShardSearchRequest {
-        project_id: PROJECT.into(),
-        integrations: vec!["app0".into(), "app1".into(), "app2".into()],
-        query: "zephyr".into(),
-        vector: None,
-        categories: vec![],
-        max_side_effect: None,
-        limit: 5,
-        lexical: true,
-        stats: None,
-        structured: None,
-    };
+    let request = lexical_request(&["app0", "app1", "app2"], "zephyr");
     assert!(indexes.search(&request).lexical.is_empty());
     // Stamps: the round's and the search's agree; disjoint scopes add up.
     let before = stamp_of(&indexes, &request);
@@ -433,18 +438,7 @@ fn replicas_with_the_same_statistics_stamp_alike() {
         a.get(PROJECT, "app0").unwrap().generation(),
         b_index.generation()
     );
-    let request = ShardSearchRequest {
-        project_id: PROJECT.into(),
-        integrations: vec!["app0".into()],
-        query: format!("{} {}", WORDS[1], WORDS[2]),
-        vector: None,
-        categories: vec![],
-        max_side_effect: None,
-        limit: 5,
-        lexical: true,
-        stats: None,
-        structured: None,
-    };
+    let request = lexical_request(&["app0"], &format!("{} {}", WORDS[1], WORDS[2]));
     let stamp = stamp_of(&a, &request);
     assert!(stamp.is_some());
     assert_eq!(stamp_of(&b, &request), stamp);
