@@ -64,8 +64,8 @@ pub(crate) struct Slice {
     field_tokens: Vec<u64>,
     /// The row of each id.
     row_of: IdMapOf<u32>,
-    /// See [`Slice::fingerprint`].
-    fingerprint: u64,
+    /// See [`Slice::fingerprint`]; computed on first use (never for inline tools).
+    fingerprint: std::sync::OnceLock<u64>,
 }
 
 impl Slice {
@@ -154,7 +154,6 @@ impl Slice {
         for entry in slice.terms.values_mut() {
             entry.postings.sort_by_key(|p| (p.field, p.row));
         }
-        slice.fingerprint = slice.statistics_fingerprint();
         slice.dim = dim;
         slice.row_of = row_of;
         if dim > 0 {
@@ -207,7 +206,9 @@ impl Slice {
     /// replicas holding the same statistics have the same fingerprint whatever their history of
     /// writes and merges; any change to a statistic changes it (but for a 64-bit collision).
     pub(crate) fn fingerprint(&self) -> u64 {
-        self.fingerprint
+        *self
+            .fingerprint
+            .get_or_init(|| self.statistics_fingerprint())
     }
 
     fn statistics_fingerprint(&self) -> u64 {
