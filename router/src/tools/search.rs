@@ -507,11 +507,11 @@ impl Router {
                 }
             }
         }
-        for (label, took) in steps.drain(..) {
+        for (label, took) in steps {
             trace.push(&label, took);
         }
-        errors.append(&mut failures);
-        if let Some((answer, took)) = inline_answer.take() {
+        errors.extend(failures);
+        if let Some((answer, took)) = inline_answer {
             trace.push("inline", took);
             match answer {
                 Ok(answer) => answers.push(answer),

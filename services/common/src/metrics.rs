@@ -141,7 +141,8 @@ fn describe() {
     describe_counter!(
         TERM_STATS_CACHE,
         "Lookups of confirmed BM25 statistics by tool searches over several shards, by result \
-         (hit, miss, stale: the shards had changed, the statistics were gathered again)."
+         (hit, miss, stale: a shard's statistics had changed or a part failed; the entry is dropped \
+         and, when no part failed and the deadline leaves room, the search runs again)."
     );
     describe_counter!(
         HYDRATION_CACHE,

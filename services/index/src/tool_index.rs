@@ -989,19 +989,15 @@ pub(crate) fn corrupt(what: &str) -> IndexError {
 
 /// The vector id of a tool: FNV-1a of its name, 62 bits (FAISS ids are non-negative i64).
 pub fn stable_id(name: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in name.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash >> 2
+    crate::tool_slice::fnv1a(name.as_bytes()) >> 2
 }
 
 /// The fingerprint of one index state in a stamp ([`agentsearch_common::shard::ScopeStats`]): its
 /// integration's and its statistics' ([`Slice::fingerprint`]), so the same on every process and
 /// replica holding the same statistics, whatever generation each is at.
 pub(crate) fn state_stamp(integration: &str, slice: &Slice) -> u64 {
-    use crate::tool_slice::{fnv1a, mix};
+    use crate::tool_slice::fnv1a;
+    use agentsearch_common::splitmix::mix;
     mix(mix(fnv1a(integration.as_bytes())).wrapping_add(slice.fingerprint()))
 }
 

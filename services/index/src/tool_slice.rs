@@ -212,6 +212,7 @@ impl Slice {
     }
 
     fn statistics_fingerprint(&self) -> u64 {
+        use agentsearch_common::splitmix::mix;
         let mut hash = mix(fnv1a(env!("CARGO_PKG_VERSION").as_bytes()));
         for value in std::iter::once(self.total_docs).chain(self.field_tokens.iter().copied()) {
             hash = mix(hash ^ mix(value));
@@ -795,15 +796,6 @@ mod tests {
             }
         }
     }
-}
-
-/// A 64-bit finalizer (SplitMix64's): every input bit moves about half the output bits.
-pub(crate) fn mix(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// FNV-1a of `bytes`: the same on every process and machine.
