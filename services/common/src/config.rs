@@ -573,8 +573,8 @@ pub struct ContextConfig {
     pub text_weight: f32,
     pub k1: f32,
     pub b: f32,
-    /// A sync holding more segments than this has its vectors clustered (`sqrt(n)` lists for the
-    /// `n` segments held when clustered; again once doubled) and the dense retriever reads only
+    /// A sync holding more segments than this has its vectors clustered (`sqrt(2n)` lists for
+    /// the `n` segments held when clustered; again once doubled) and the dense retriever reads only
     /// the `dense_probes` lists nearest each query; up to this, it compares the query with every
     /// segment.
     pub dense_approximate_above: u32,
@@ -595,7 +595,7 @@ impl Default for ContextConfig {
             k1: 1.2,
             b: 0.75,
             dense_approximate_above: 50_000,
-            dense_probes: 96,
+            dense_probes: 112,
         }
     }
 }

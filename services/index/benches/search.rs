@@ -403,7 +403,7 @@ fn bench_context_dense(c: &mut Criterion) {
     // as written (at 51,000 segments), then as clustered when rebuilt from the stored vectors
     // (at 100,000).
     let sweep = |label: &str| {
-        for probes in [32, 48, 64, 96, 128, 160] {
+        for probes in [32, 48, 64, 80, 96, 112, 128, 160] {
             let index = SegmentIndex::open_with(
                 dir.path(),
                 "s",
