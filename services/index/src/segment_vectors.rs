@@ -2,9 +2,9 @@
 //! in lists by their nearest k-means
 //! centroid (an inverted file). A small index is one list and every search reads all of it; once
 //! an index holds more than [`DenseConfig::approximate_above`] vectors it is clustered
-//! (`sqrt(2n)` lists for the `n` vectors it holds then: lists sized for the index it will be
-//! when clustered again, at `2n`) and a search reads only the [`DenseConfig::probes`] lists whose
-//! centroids are nearest the query.
+//! (`sqrt(2n)` lists for the `n` vectors it holds then, the square root of what it will hold when
+//! clustered again, [`list_count_for`]) and a search reads only the [`DenseConfig::probes`] lists
+//! whose centroids are nearest the query.
 //!
 //! Beside its vectors a list holds them as 8-bit codes ([`crate::codes`], a quarter of the
 //! bytes), which is what a search reads: the codes bound each row's inner product with the query
@@ -59,6 +59,17 @@ impl From<&ContextConfig> for DenseConfig {
             probes: config.dense_probes.max(1) as usize,
         }
     }
+}
+
+/// The lists of an index clustered while it holds `n` vectors: `sqrt(2n)`, the square root of
+/// what it holds when it is next clustered (once doubled, [`Vectors::needs_training`]). A list
+/// then averages at most `sqrt(N)` rows for the `N` vectors the index holds until then; with
+/// `sqrt(n)` lists it averaged up to `sqrt(2N)`, and a search reading a fixed number of lists
+/// read up to twice the rows by the next clustering, through coarser lists. Just after a
+/// clustering, the lists are smaller than `sqrt(n)` would make them, and a search reading as many
+/// reads fewer rows (BENCHMARKS.md has the recall of both ends with the default probes).
+fn list_count_for(n: usize) -> usize {
+    ((2.0 * n as f64).sqrt().round() as usize).clamp(1, 65_536)
 }
 
 /// Rows of a clustering sample per centroid.
@@ -296,9 +307,15 @@ impl Vectors {
 
     /// Whether the index should be clustered (again) under `config`: it holds more than
     /// `approximate_above` vectors and at least twice as many as when it last was.
+    /// Also once clustered into fewer lists than a clustering makes now (a snapshot written by
+    /// an earlier build, whose lists were sized for `n` rather than `2n`).
     pub(crate) fn needs_training(&self, config: &DenseConfig) -> bool {
         let n = self.len();
-        n > config.approximate_above && n >= self.trained_at.max(1).saturating_mul(2) && n >= 2
+        let too_few_lists =
+            self.trained_at > 0 && self.lists.len() * 10 < list_count_for(self.trained_at) * 9;
+        n > config.approximate_above
+            && n >= 2
+            && (n >= self.trained_at.max(1).saturating_mul(2) || too_few_lists)
     }
 
     /// [`Vectors::search_above`] without a floor.
@@ -427,20 +444,16 @@ impl Vectors {
         out
     }
 
-    /// The index clustered anew: about `sqrt(2n)` centroids trained (spherical k-means) on a
-    /// sample, and every vector moved to its nearest centroid's list. Built beside `self` (which
-    /// stays searchable meanwhile); the caller swaps it in.
-    ///
-    /// The centroids serve until the index has doubled ([`Vectors::needs_training`]), so there
-    /// are as many as a fresh clustering of `2n` vectors would have: `sqrt(n)` lists grow to
-    /// twice their size before the next clustering, and a search reading a fixed number of them
-    /// would read twice the rows by then, through coarser lists. With `sqrt(2n)` lists and a few
-    /// more probes, a search reads fewer rows over the clustering's life (`112 / (96 sqrt 2)`,
-    /// 0.82x) for a better recall where it was worst, just before the next clustering
-    /// (BENCHMARKS.md).
+    /// The index clustered anew: [`list_count_for`] its `n` vectors (about `sqrt(2n)`) centroids
+    /// trained (spherical k-means) on a sample, and every vector moved to its nearest centroid's
+    /// list. Built beside `self` (which stays searchable meanwhile); the caller swaps it in.
     pub(crate) fn clustered(&self) -> Result<Vectors> {
+        self.clustered_into(list_count_for(self.len()))
+    }
+
+    /// [`Vectors::clustered`] into `nlist` lists.
+    fn clustered_into(&self, nlist: usize) -> Result<Vectors> {
         let n = self.len();
-        let nlist = ((2.0 * n as f64).sqrt().round() as usize).clamp(1, 65_536);
         let sample = self.sample(nlist * SAMPLE_PER_LIST);
         let centroids = train(self.dim, &sample, nlist)?;
         let mut quantizer = FlatIndexImpl::new_ip(self.dim as u32)?;
@@ -926,6 +939,19 @@ pub(crate) mod tests {
         add(&mut v, 201, 202);
         assert!(v.needs_training(&config));
         check_places(&v);
+        // Lists sized for `n` (an earlier build's snapshot) are clustered again at once.
+        let old = v
+            .clustered_into((v.len() as f64).sqrt().round() as usize)
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.ivf");
+        old.write(&path, 1).unwrap();
+        let back = Vectors::read(&path).unwrap().0;
+        assert_eq!(back.list_count(), 14);
+        assert!(back.needs_training(&config));
+        let again = back.clustered().unwrap();
+        assert_eq!(again.list_count(), 20);
+        assert!(!again.needs_training(&config));
     }
 
     /// Gaussian noise of `dim` components with standard deviation `sd` (Box-Muller).
