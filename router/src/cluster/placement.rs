@@ -19,22 +19,14 @@ pub fn rendezvous(key: &str, shard_ids: &[String], replicas: usize) -> Vec<Strin
 }
 
 fn weight(key: &str, shard: &str) -> u64 {
-    // FNV-1a over key, a separator and the shard id, then a 64-bit finaliser (splitmix64) so that
-    // similar inputs spread evenly.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key
-        .bytes()
-        .chain(std::iter::once(0xff))
-        .chain(shard.bytes())
-    {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+    // FNV-1a over key, a separator and the shard id, then SplitMix64's finaliser so that similar
+    // inputs spread evenly.
+    use agentsearch_common::{hash::fnv1a, splitmix::mix};
+    mix(fnv1a(
+        key.bytes()
+            .chain(std::iter::once(0xff))
+            .chain(shard.bytes()),
+    ))
 }
 
 #[cfg(test)]
@@ -44,6 +36,31 @@ mod tests {
 
     fn shards(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("shard-{i}")).collect()
+    }
+
+    /// Placement is persisted by where data lives: the weight must stay what it has been (FNV-1a,
+    /// then SplitMix64's finaliser, written out here as it was first written).
+    #[test]
+    fn weights_are_unchanged() {
+        fn reference(key: &str, shard: &str) -> u64 {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in key
+                .bytes()
+                .chain(std::iter::once(0xff))
+                .chain(shard.bytes())
+            {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            h ^= h >> 30;
+            h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            h ^= h >> 27;
+            h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+            h ^ (h >> 31)
+        }
+        for (key, shard) in [("", ""), ("proj/slack", "shard-0"), ("p/ü", "shard-abc")] {
+            assert_eq!(weight(key, shard), reference(key, shard));
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod hash;
 pub mod ids;
 pub mod metrics;
 pub mod principal;

@@ -148,8 +148,9 @@ impl TermStats {
 /// statistic BM25 reads from the index (documents, tokens per field, each term's document frequency
 /// per field), so the stamps of disjoint scopes add up to the stamp of their union whichever
 /// replicas answered (replicas with the same statistics stamp alike, whatever their generations),
-/// and a search that reports the same stamp ran on index states with exactly these statistics. The router keeps statistics it has seen confirmed this way and
-/// skips the statistics round while the searches keep confirming them.
+/// and a search that reports the same stamp ran on index states with exactly these statistics. The
+/// router keeps statistics it has seen confirmed this way and skips the statistics round while the
+/// searches keep confirming them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopeStats {
     pub stats: TermStats,

@@ -989,16 +989,16 @@ pub(crate) fn corrupt(what: &str) -> IndexError {
 
 /// The vector id of a tool: FNV-1a of its name, 62 bits (FAISS ids are non-negative i64).
 pub fn stable_id(name: &str) -> u64 {
-    crate::tool_slice::fnv1a(name.as_bytes()) >> 2
+    agentsearch_common::hash::fnv1a(name.bytes()) >> 2
 }
 
 /// The fingerprint of one index state in a stamp ([`agentsearch_common::shard::ScopeStats`]): its
 /// integration's and its statistics' ([`Slice::fingerprint`]), so the same on every process and
 /// replica holding the same statistics, whatever generation each is at.
 pub(crate) fn state_stamp(integration: &str, slice: &Slice) -> u64 {
-    use crate::tool_slice::fnv1a;
+    use agentsearch_common::hash::fnv1a;
     use agentsearch_common::splitmix::mix;
-    mix(mix(fnv1a(integration.as_bytes())).wrapping_add(slice.fingerprint()))
+    mix(mix(fnv1a(integration.bytes())).wrapping_add(slice.fingerprint()))
 }
 
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {

@@ -212,8 +212,9 @@ impl Slice {
     }
 
     fn statistics_fingerprint(&self) -> u64 {
+        use agentsearch_common::hash::fnv1a;
         use agentsearch_common::splitmix::mix;
-        let mut hash = mix(fnv1a(env!("CARGO_PKG_VERSION").as_bytes()));
+        let mut hash = mix(fnv1a(env!("CARGO_PKG_VERSION").bytes()));
         for value in std::iter::once(self.total_docs).chain(self.field_tokens.iter().copied()) {
             hash = mix(hash ^ mix(value));
         }
@@ -221,7 +222,7 @@ impl Slice {
             let term = entry
                 .doc_freq
                 .iter()
-                .fold(mix(fnv1a(text.as_bytes())), |h, &df| mix(h ^ mix(df)));
+                .fold(mix(fnv1a(text.bytes())), |h, &df| mix(h ^ mix(df)));
             sum.wrapping_add(term)
         });
         mix(hash ^ terms)
@@ -796,11 +797,4 @@ mod tests {
             }
         }
     }
-}
-
-/// FNV-1a of `bytes`: the same on every process and machine.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
