@@ -223,11 +223,9 @@ pub async fn serve_shard(
     if !tls.as_ref().is_some_and(ServerTls::mutual) {
         auth.check_bind(config.grpc, "the shard API")?;
     }
-    let shard = Arc::new(LocalShard::open(
-        &config.data_dir,
-        config.lexical,
-        config.context,
-    )?);
+    let shard = Arc::new(
+        LocalShard::open(&config.data_dir, config.lexical, config.context)?.searching_on_calls(),
+    );
     shard.start_flusher(FLUSH_EVERY);
     let drain = Duration::from_secs(config.server.drain_secs);
     let shutdown = futures::FutureExt::shared(futures::FutureExt::boxed(shutdown));

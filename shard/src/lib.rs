@@ -40,6 +40,9 @@ pub struct LocalShard {
     /// clone), so a second shard can never open the same files meanwhile. Declared last: fields
     /// drop in order, and the indexes write their snapshots as they close.
     lock: Arc<std::fs::File>,
+    /// Whether a tool search that runs on one thread anyway runs on the calling task
+    /// ([`LocalShard::searching_on_calls`]).
+    on_calls: bool,
 }
 
 /// An index set with the data dir's lock, for a task that may outlive the shard. The index set
@@ -76,7 +79,19 @@ impl LocalShard {
             indexes: Arc::new(indexes),
             segments: Arc::new(segments),
             lock,
+            on_calls: false,
         })
+    }
+
+    /// Runs a tool search (and its BM25 statistics) on the task of its call when it is small
+    /// enough to run on one thread ([`agentsearch_index::PreparedSearch::runs_alone`]), instead
+    /// of handing it to the worker pool and back: for a shard behind its own gRPC server, where
+    /// each call has a task of its own, so calls still run side by side on the runtime's
+    /// threads. Not for shards in the router's process: the router awaits its shards' searches
+    /// in one task, where they would run one after the other.
+    pub fn searching_on_calls(mut self) -> Self {
+        self.on_calls = true;
+        self
     }
 
     fn held<T>(&self, value: &Arc<T>) -> Held<T> {
@@ -146,17 +161,12 @@ impl LocalShard {
         let span = tracing::Span::current();
         let (done, answer) = tokio::sync::oneshot::channel();
         rayon::spawn(move || {
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                span.in_scope(|| f(&indexes))
-            }));
             // The caller may have gone away: the answer is then dropped.
-            let _ = done.send(result);
+            let _ = done.send(caught(|| span.in_scope(|| f(&indexes))));
         });
-        match answer.await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(_)) => Err(Error::Internal("index search panicked".into())),
-            Err(_) => Err(Error::Internal("index search task lost".into())),
-        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(Error::Internal("index search task lost".into())))
     }
 
     async fn blocking<T: Send + 'static>(
@@ -169,6 +179,12 @@ impl LocalShard {
             .await
             .map_err(|e| Error::Internal(format!("index task: {e}")))?
     }
+}
+
+/// `f()`, a panic in it being an internal error of the search (never of the thread it runs on).
+fn caught<T>(f: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|_| Error::Internal("index search panicked".into()))
 }
 
 /// Takes the exclusive lock on `data_dir/lock` (released when the returned file closes, and by
@@ -254,6 +270,11 @@ impl ShardApi for LocalShard {
     }
 
     async fn term_stats(&self, request: TermStatsRequest) -> Result<ScopeStats> {
+        if self.on_calls
+            && let Some(stats) = caught(|| self.indexes.view_stats(&request))?
+        {
+            return Ok(stats);
+        }
         self.blocking(move |indexes| Ok(indexes.scope_stats(&request)?))
             .await
     }
@@ -262,7 +283,15 @@ impl ShardApi for LocalShard {
         if request.limit == 0 || request.limit > 1000 {
             return Err(Error::invalid("limit", "must be between 1 and 1000"));
         }
-        self.pooled(move |indexes| indexes.search(&request)).await
+        if !self.on_calls {
+            return self.pooled(move |indexes| indexes.search(&request)).await;
+        }
+        let prepared = caught(|| self.indexes.prepare(&request))?;
+        if prepared.runs_alone() {
+            return caught(|| self.indexes.run(&request, prepared));
+        }
+        self.pooled(move |indexes| indexes.run(&request, prepared))
+            .await
     }
 
     async fn search_inline(&self, request: InlineSearchRequest) -> Result<ShardSearchResponse> {

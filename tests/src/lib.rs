@@ -121,7 +121,12 @@ impl Drop for Served {
 
 /// A shard over `dir`, serving the internal API over gRPC on a loopback port.
 pub async fn start_shard(dir: &Path) -> (Served, Arc<LocalShard>) {
-    let shard = Arc::new(LocalShard::open(dir, Default::default(), Default::default()).unwrap());
+    // As the `shard` command opens it.
+    let shard = Arc::new(
+        LocalShard::open(dir, Default::default(), Default::default())
+            .unwrap()
+            .searching_on_calls(),
+    );
     (serve_shard(shard.clone()).await, shard)
 }
 

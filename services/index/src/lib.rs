@@ -303,14 +303,10 @@ impl ToolIndexes {
     /// [`ToolIndexes::term_stats`] with the stamp of the index states counted: a search of the
     /// same indexes that reports this stamp ranked on exactly these statistics.
     pub fn scope_stats(&self, request: &TermStatsRequest) -> Result<ScopeStats> {
-        let terms = analyzer::analyze(&request.query);
-        if let Some(view) = self.view(&request.project_id) {
-            let scope = view.scope(&request.integrations);
-            return Ok(ScopeStats {
-                stats: view.stats_of(&scope, &schema::TEXT_FIELDS, &terms),
-                stamp: Some(view.stamp_of(&scope)),
-            });
+        if let Some(stats) = self.view_stats(request) {
+            return Ok(stats);
         }
+        let terms = analyzer::analyze(&request.query);
         let (stats, stamp) = scoped_stats(
             &self.scoped(&request.project_id, &request.integrations),
             &terms,
@@ -321,36 +317,69 @@ impl ToolIndexes {
         })
     }
 
+    /// [`ToolIndexes::scope_stats`] when the project's search view is current: counted from its
+    /// merged postings, microseconds of work. `None` otherwise (the indexes are then counted one
+    /// by one, which can take a while).
+    pub fn view_stats(&self, request: &TermStatsRequest) -> Option<ScopeStats> {
+        let view = self.view(&request.project_id)?;
+        let terms = analyzer::analyze(&request.query);
+        let scope = view.scope(&request.integrations);
+        Some(ScopeStats {
+            stats: view.stats_of(&scope, &schema::TEXT_FIELDS, &terms),
+            stamp: Some(view.stamp_of(&scope)),
+        })
+    }
+
     /// Searches the named indexes with both retrievers; an index that fails is reported in
     /// `failures` and the others still answer. Only the best `limit` candidates per list become
     /// named hits. A string query runs on the project's search view when it is current
     /// ([`tool_view`]); a structured one, or any while the view is rebuilt, searches the indexes
     /// one by one ([`ToolIndexes::search_each`]), which answers the same.
     pub fn search(&self, request: &ShardSearchRequest) -> ShardSearchResponse {
-        if request.structured.is_none()
-            && let Some(view) = self.view(&request.project_id)
-        {
-            let prepare_started = Instant::now();
-            let scope = view.scope(&request.integrations);
-            if view.suits(&scope) {
-                let _span = tracing::info_span!(
-                    "index_search",
-                    integrations = request.integrations.len(),
-                    view = true
-                )
-                .entered();
-                let terms = if request.lexical {
-                    analyzer::analyze(&request.query)
-                } else {
-                    Vec::new()
-                };
-                let lexical = self.lexical_under(&terms, request.stats.as_ref(), || {
-                    view.stats_of(&scope, &schema::TEXT_FIELDS, &terms)
-                });
-                return view.search(request, &scope, &lexical, prepare_started);
-            }
-        }
-        self.search_each(request)
+        self.run(request, self.prepare(request))
+    }
+
+    /// The first step of [`ToolIndexes::search`]: finds the view and the scope the search will
+    /// run on, so that its caller can tell where to run it ([`PreparedSearch::runs_alone`]).
+    pub fn prepare(&self, request: &ShardSearchRequest) -> PreparedSearch {
+        let started = Instant::now();
+        let on_view = request
+            .structured
+            .is_none()
+            .then(|| self.view(&request.project_id))
+            .flatten()
+            .map(|view| {
+                let scope = view.scope(&request.integrations);
+                (view, scope)
+            })
+            .filter(|(view, scope)| view.suits(scope));
+        PreparedSearch { started, on_view }
+    }
+
+    /// Ranks a search [`ToolIndexes::prepare`] prepared for this `request`.
+    pub fn run(
+        &self,
+        request: &ShardSearchRequest,
+        prepared: PreparedSearch,
+    ) -> ShardSearchResponse {
+        let Some((view, scope)) = prepared.on_view else {
+            return self.search_each(request);
+        };
+        let _span = tracing::info_span!(
+            "index_search",
+            integrations = request.integrations.len(),
+            view = true
+        )
+        .entered();
+        let terms = if request.lexical {
+            analyzer::analyze(&request.query)
+        } else {
+            Vec::new()
+        };
+        let lexical = self.lexical_under(&terms, request.stats.as_ref(), || {
+            view.stats_of(&scope, &schema::TEXT_FIELDS, &terms)
+        });
+        view.search(request, &scope, &lexical, prepared.started)
     }
 
     /// [`ToolIndexes::search`] of each named index in turn, candidates of all indexes pooled as
@@ -472,6 +501,24 @@ impl ToolIndexes {
 /// Searches `sources` with both retrievers of `query`; a source that fails is reported in
 /// `failures` and the others still answer. Candidates of all sources are pooled as
 /// `(score, source, vector id)` and only the best `limit` per list become named hits.
+/// A tool search with its view and scope found ([`ToolIndexes::prepare`]).
+pub struct PreparedSearch {
+    started: Instant,
+    /// The project's current view and the request's scope in it, when the view serves it.
+    on_view: Option<(Arc<tool_view::ToolView>, tool_view::Scope)>,
+}
+
+impl PreparedSearch {
+    /// Whether the search runs on one thread from start to end: on the view, with too few rows
+    /// in scope to share among workers. Handing such a search to a worker pool adds two thread
+    /// wake-ups to its time and saves nothing.
+    pub fn runs_alone(&self) -> bool {
+        self.on_view
+            .as_ref()
+            .is_some_and(|(view, scope)| view.workers(scope) == 1)
+    }
+}
+
 fn search_sources<S: ToolSource>(
     sources: &[S],
     query: &ToolQuery,

@@ -338,7 +338,7 @@ impl ToolView {
     }
 
     /// Threads worth using for the dense retriever over `scope`.
-    fn workers(&self, scope: &Scope) -> usize {
+    pub(crate) fn workers(&self, scope: &Scope) -> usize {
         crate::parallelism()
             .min(self.scoped_rows(scope) / ROWS_PER_WORKER)
             .max(1)

@@ -416,6 +416,48 @@ fn a_large_project_split_over_threads_answers_as_its_indexes() {
     }
 }
 
+/// A search of the view with too few rows in scope to share among workers runs alone (its caller
+/// may run it on its own thread); one searched index by index, or over enough rows for two
+/// workers on a machine of two cores or more, does not. Prepared, then run, each answers as the
+/// indexes one by one.
+#[test]
+fn only_a_search_of_the_view_on_one_worker_runs_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
+    // 110 integrations of 50 tools: 5,500 rows.
+    let catalog = Catalog {
+        integrations: (0..110u64)
+            .map(|i| (vec![(0..50).map(|j| i * 7 + j).collect()], vec![]))
+            .collect(),
+        odd_dimension: vec![],
+    };
+    load(&indexes, &catalog);
+    indexes.build_views();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (scope, alone) in [
+        (None, cores == 1),
+        (Some((0..60).collect::<Vec<_>>()), true),
+        (Some((0..10).collect()), false),
+    ] {
+        let search = Search {
+            words: vec![0, 5],
+            scope,
+            categories: vec![],
+            ceiling: Some(2),
+            limit: 8,
+            lexical: true,
+            vector: Some(3),
+            global_stats: false,
+        };
+        let request = request(&indexes, &catalog, &search);
+        let prepared = indexes.prepare(&request);
+        assert_eq!(prepared.runs_alone(), alone, "{search:?}");
+        let each = strip_timings(indexes.search_each(&request));
+        assert!(!each.lexical.is_empty() && !each.dense.is_empty());
+        assert_eq!(strip_timings(indexes.run(&request, prepared)), each);
+    }
+}
+
 /// Stamps identify statistics, not histories: replicas that wrote the same tools in different
 /// batches (so at different generations) stamp alike, with and without their views; one more
 /// tool on one of them tells them apart.
