@@ -141,3 +141,50 @@ async fn searches_on_calls_answer_as_the_pooled_ones() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// A small search on a current view runs on its call's task: it is answered, statistics too,
+/// while every thread of the worker pool is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_search_needs_no_thread_of_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let shard = LocalShard::open(dir.path(), Default::default(), Default::default()).unwrap();
+        load(&shard, 0..10, 20).await;
+    }
+    // Opening a data dir builds its views.
+    let shard = LocalShard::open(dir.path(), Default::default(), Default::default())
+        .unwrap()
+        .searching_on_calls();
+    let threads = rayon::current_num_threads();
+    let (held, release) = std::sync::mpsc::channel::<()>();
+    let release = std::sync::Arc::new(std::sync::Mutex::new(release));
+    let (started, all_held) = std::sync::mpsc::channel::<()>();
+    for _ in 0..threads {
+        let (release, started) = (release.clone(), started.clone());
+        rayon::spawn(move || {
+            started.send(()).unwrap();
+            let _ = release.lock().unwrap().recv();
+        });
+    }
+    for _ in 0..threads {
+        all_held.recv().unwrap();
+    }
+    let request = request(0..10, 1);
+    let stats = TermStatsRequest {
+        project_id: PROJECT.into(),
+        integrations: request.integrations.clone(),
+        query: request.query.clone(),
+    };
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        (
+            shard.term_stats(stats).await.unwrap(),
+            shard.search_tools(request).await.unwrap(),
+        )
+    })
+    .await;
+    // Let the pool go before asserting, so that a failure does not hang the test.
+    drop(held);
+    let (stats, answer) = answered.expect("the search waited for the pool");
+    assert!(stats.stamp.is_some());
+    assert!(!answer.lexical.is_empty() && !answer.dense.is_empty());
+}

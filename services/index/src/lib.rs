@@ -101,6 +101,9 @@ pub struct ToolIndexes {
     root: PathBuf,
     lexical: LexicalConfig,
     indexes: RwLock<HashMap<String, Project>>,
+    /// Held while an index is created, so that two writers never open the same new directory,
+    /// while searches read `indexes` meanwhile.
+    creating: parking_lot::Mutex<()>,
 }
 
 impl ToolIndexes {
@@ -135,6 +138,7 @@ impl ToolIndexes {
             root: root.to_path_buf(),
             lexical,
             indexes: RwLock::new(indexes),
+            creating: parking_lot::Mutex::new(()),
         };
         indexes.build_views();
         Ok(indexes)
@@ -242,19 +246,28 @@ impl ToolIndexes {
         if let Some(index) = self.get(project, integration) {
             return Ok(index);
         }
-        let mut indexes = self.indexes.write();
-        let entry = indexes.entry(project.to_string()).or_default();
-        if let Some(index) = entry.indexes.get(integration) {
-            return Ok(index.clone());
+        let _creating = self.creating.lock();
+        if let Some(index) = self.get(project, integration) {
+            return Ok(index);
         }
+        let published = (self.indexes.write())
+            .entry(project.to_string())
+            .or_default()
+            .views
+            .published
+            .clone();
+        // Opened (files created) with no lock a search takes.
         let dir = self.root.join("tools").join(project).join(integration);
-        let published = entry.views.published.clone();
         let index = Arc::new(IntegrationIndex::open_counted(
             &dir,
             integration,
             published.clone(),
         )?);
-        entry.indexes.insert(integration.to_string(), index.clone());
+        (self.indexes.write())
+            .entry(project.to_string())
+            .or_default()
+            .indexes
+            .insert(integration.to_string(), index.clone());
         // The project's view does not hold the new index.
         published.fetch_add(1, Ordering::Release);
         Ok(index)
@@ -498,9 +511,6 @@ impl ToolIndexes {
     }
 }
 
-/// Searches `sources` with both retrievers of `query`; a source that fails is reported in
-/// `failures` and the others still answer. Candidates of all sources are pooled as
-/// `(score, source, vector id)` and only the best `limit` per list become named hits.
 /// A tool search with its view and scope found ([`ToolIndexes::prepare`]).
 pub struct PreparedSearch {
     started: Instant,
@@ -509,16 +519,19 @@ pub struct PreparedSearch {
 }
 
 impl PreparedSearch {
-    /// Whether the search runs on one thread from start to end: on the view, with too few rows
-    /// in scope to share among workers. Handing such a search to a worker pool adds two thread
-    /// wake-ups to its time and saves nothing.
+    /// Whether the search is small and runs on one thread from start to end: on the view, with
+    /// fewer rows in scope than two workers would share (on any number of cores). Handing such
+    /// a search to a worker pool adds two thread wake-ups to its time and saves nothing.
     pub fn runs_alone(&self) -> bool {
         self.on_view
             .as_ref()
-            .is_some_and(|(view, scope)| view.workers(scope) == 1)
+            .is_some_and(|(view, scope)| view.fits_one_worker(scope))
     }
 }
 
+/// Searches `sources` with both retrievers of `query`; a source that fails is reported in
+/// `failures` and the others still answer. Candidates of all sources are pooled as
+/// `(score, source, vector id)` and only the best `limit` per list become named hits.
 fn search_sources<S: ToolSource>(
     sources: &[S],
     query: &ToolQuery,

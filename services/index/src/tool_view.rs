@@ -338,7 +338,13 @@ impl ToolView {
     }
 
     /// Threads worth using for the dense retriever over `scope`.
-    pub(crate) fn workers(&self, scope: &Scope) -> usize {
+    /// Whether a search of `scope` has too few rows to share among workers on any machine: it
+    /// runs on the calling thread ([`ToolView::workers`] is then 1).
+    pub(crate) fn fits_one_worker(&self, scope: &Scope) -> bool {
+        self.scoped_rows(scope) < 2 * ROWS_PER_WORKER
+    }
+
+    fn workers(&self, scope: &Scope) -> usize {
         crate::parallelism()
             .min(self.scoped_rows(scope) / ROWS_PER_WORKER)
             .max(1)
