@@ -295,7 +295,8 @@ pub struct ShardSearchResponse {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShardTimings {
-    /// Query analysis and BM25 statistics of the searched indexes.
+    /// Query analysis and BM25 statistics of the searched indexes (for a tool search a shard
+    /// process hands to its worker pool, also the wait for the pool).
     pub prepare_ms: f64,
     pub lexical_ms: f64,
     pub dense_ms: f64,

@@ -337,13 +337,13 @@ impl ToolView {
             .sum()
     }
 
-    /// Threads worth using for the dense retriever over `scope`.
     /// Whether a search of `scope` has too few rows to share among workers on any machine: it
     /// runs on the calling thread ([`ToolView::workers`] is then 1).
     pub(crate) fn fits_one_worker(&self, scope: &Scope) -> bool {
         self.scoped_rows(scope) < 2 * ROWS_PER_WORKER
     }
 
+    /// Threads worth using for the dense retriever over `scope`.
     fn workers(&self, scope: &Scope) -> usize {
         crate::parallelism()
             .min(self.scoped_rows(scope) / ROWS_PER_WORKER)
