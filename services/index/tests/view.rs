@@ -377,22 +377,29 @@ fn a_write_is_in_every_answer_before_and_after_the_view_is_rebuilt() {
     assert_eq!(names(indexes.search(&request)), ["APP2_ZEPHYR_1"]);
 }
 
+/// 110 integrations of 50 tools (5,500 rows, many ties), `odd_dimension` with vectors of another
+/// dimension, loaded and with a current view.
+fn large_project(dir: &std::path::Path, odd_dimension: Vec<usize>) -> (ToolIndexes, Catalog) {
+    let indexes = ToolIndexes::open(dir, LexicalConfig::default()).unwrap();
+    let catalog = Catalog {
+        integrations: (0..110u64)
+            .map(|i| (vec![(0..50).map(|j| i * 7 + j).collect()], vec![]))
+            .collect(),
+        odd_dimension,
+    };
+    load(&indexes, &catalog);
+    indexes.build_views();
+    assert!(indexes.has_current_view(PROJECT));
+    (indexes, catalog)
+}
+
 /// A project large enough for the dense retriever to split its rows over threads (when the machine
 /// has two cores or more), with many ties and two indexes of another dimension: the view still
 /// answers exactly as the indexes one by one.
 #[test]
 fn a_large_project_split_over_threads_answers_as_its_indexes() {
     let dir = tempfile::tempdir().unwrap();
-    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
-    let catalog = Catalog {
-        integrations: (0..110u64)
-            .map(|i| (vec![(0..50).map(|j| i * 7 + j).collect()], vec![]))
-            .collect(),
-        odd_dimension: vec![3, 70],
-    };
-    load(&indexes, &catalog);
-    indexes.build_views();
-    assert!(indexes.has_current_view(PROJECT));
+    let (indexes, catalog) = large_project(dir.path(), vec![3, 70]);
     for (words, limit, ceiling, vector) in [
         (vec![0, 5], 8, None, Some(1)),
         (vec![2], 50, Some(2), Some(4)),
@@ -418,21 +425,11 @@ fn a_large_project_split_over_threads_answers_as_its_indexes() {
 
 /// A search of the view with fewer rows in scope than two workers would share runs alone (its
 /// caller may run it on its own thread); one searched index by index, or over more rows, does
-/// not (even on one core). Prepared, then run, each answers as the
-/// indexes one by one.
+/// not (even on one core). Prepared, then run, each answers as the indexes one by one.
 #[test]
 fn only_a_search_of_the_view_on_one_worker_runs_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let indexes = ToolIndexes::open(dir.path(), LexicalConfig::default()).unwrap();
-    // 110 integrations of 50 tools: 5,500 rows.
-    let catalog = Catalog {
-        integrations: (0..110u64)
-            .map(|i| (vec![(0..50).map(|j| i * 7 + j).collect()], vec![]))
-            .collect(),
-        odd_dimension: vec![],
-    };
-    load(&indexes, &catalog);
-    indexes.build_views();
+    let (indexes, catalog) = large_project(dir.path(), vec![]);
     for (scope, alone) in [
         (None, false),
         (Some((0..60).collect::<Vec<_>>()), true),
