@@ -140,6 +140,7 @@ impl From<ShardSearchRequest> for pb::SearchToolsRequest {
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
             structured: r.structured,
+            records: r.records,
         }
     }
 }
@@ -163,6 +164,7 @@ impl TryFrom<pb::SearchToolsRequest> for ShardSearchRequest {
             lexical: r.lexical,
             stats: r.stats.map(Into::into),
             structured: r.structured,
+            records: r.records,
         })
     }
 }
@@ -284,31 +286,51 @@ fn hits<T, U: From<T>>(v: Vec<T>) -> Vec<U> {
 
 impl From<ShardSearchResponse> for pb::SearchToolsResponse {
     fn from(r: ShardSearchResponse) -> Self {
-        Self {
-            lexical: hits(r.lexical),
-            dense: hits(r.dense),
-            excluded_lexical: hits(r.excluded_lexical),
-            excluded_dense: hits(r.excluded_dense),
-            tools: r
-                .tools
-                .into_iter()
-                .map(|t| std::sync::Arc::unwrap_or_clone(t).into())
-                .collect(),
-            failures: hits(r.failures),
-            lexical_ms: r.timings.lexical_ms,
-            dense_ms: r.timings.dense_ms,
-            assemble_ms: r.timings.assemble_ms,
-            prepare_ms: r.timings.prepare_ms,
-            generations: r.generations.into_iter().collect(),
-            matched: r.matched.into_iter().collect(),
-            highlights: r
-                .highlights
-                .into_iter()
-                .map(|(name, fragments)| (name, pb::Fragments { fragments }))
-                .collect(),
-            structured: r.structured,
-            stamp: r.stamp,
-        }
+        search_response_to_wire(r, None)
+    }
+}
+
+/// A shard's answer on the wire with the records of the eligible hits ranked within the first
+/// `records` of the lexical or the dense list only (`None`: every record it holds).
+pub fn search_response_to_wire(
+    mut r: ShardSearchResponse,
+    records: Option<u32>,
+) -> pb::SearchToolsResponse {
+    if let Some(n) = records {
+        let n = n as usize;
+        let wanted: std::collections::HashSet<&str> = r
+            .lexical
+            .iter()
+            .take(n)
+            .chain(r.dense.iter().take(n))
+            .map(|h| h.name.as_str())
+            .collect();
+        r.tools.retain(|t| wanted.contains(t.name.as_str()));
+    }
+    pb::SearchToolsResponse {
+        lexical: hits(r.lexical),
+        dense: hits(r.dense),
+        excluded_lexical: hits(r.excluded_lexical),
+        excluded_dense: hits(r.excluded_dense),
+        tools: r
+            .tools
+            .into_iter()
+            .map(|t| std::sync::Arc::unwrap_or_clone(t).into())
+            .collect(),
+        failures: hits(r.failures),
+        lexical_ms: r.timings.lexical_ms,
+        dense_ms: r.timings.dense_ms,
+        assemble_ms: r.timings.assemble_ms,
+        prepare_ms: r.timings.prepare_ms,
+        generations: r.generations.into_iter().collect(),
+        matched: r.matched.into_iter().collect(),
+        highlights: r
+            .highlights
+            .into_iter()
+            .map(|(name, fragments)| (name, pb::Fragments { fragments }))
+            .collect(),
+        structured: r.structured,
+        stamp: r.stamp,
     }
 }
 
@@ -527,9 +549,47 @@ mod tests {
             lexical: true,
             stats: Some(stats),
             structured: Some(r#"{"v":1,"filter":{"type":"exists","field":"category"}}"#.into()),
+            records: Some(16),
         };
         let wire: pb::SearchToolsRequest = request.clone().into();
         assert_eq!(ShardSearchRequest::try_from(wire).unwrap(), request);
+    }
+
+    #[test]
+    fn records_go_on_the_wire_for_the_hits_asked_for() {
+        use std::sync::Arc;
+        let hit = |name: &str| Hit {
+            name: name.into(),
+            integration: "i".into(),
+            score: 1.0,
+        };
+        let record = |name: &str| {
+            Arc::new(ToolRecord {
+                name: name.into(),
+                integration: "i".into(),
+                category: String::new(),
+                side_effect: SideEffect::Read,
+                description: "d".into(),
+                parameters: "{}".into(),
+                tokens: 3,
+            })
+        };
+        let response = ShardSearchResponse {
+            lexical: ["a", "b", "c"].map(hit).to_vec(),
+            dense: ["d", "a", "e"].map(hit).to_vec(),
+            tools: ["a", "b", "c", "d", "e"].map(record).to_vec(),
+            ..Default::default()
+        };
+        let sent = |records| {
+            let wire = search_response_to_wire(response.clone(), records);
+            assert_eq!(wire.lexical.len(), 3);
+            assert_eq!(wire.dense.len(), 3);
+            wire.tools.into_iter().map(|t| t.name).collect::<Vec<_>>()
+        };
+        assert_eq!(sent(None), ["a", "b", "c", "d", "e"]);
+        assert_eq!(sent(Some(2)), ["a", "b", "d"]);
+        assert_eq!(sent(Some(1)), ["a", "d"]);
+        assert_eq!(sent(Some(0)), Vec::<String>::new());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use agentsearch_common::auth::Auth;
-use agentsearch_common::shard::ShardApi;
+use agentsearch_common::shard::{ShardApi, ShardSearchRequest};
+use agentsearch_proto::convert::search_response_to_wire;
 use agentsearch_proto::shard_v1 as pb;
 use agentsearch_proto::shard_v1::shard_server::{Shard, ShardServer};
 use agentsearch_proto::status_from_error;
@@ -94,16 +95,17 @@ impl Shard for ShardGrpcService {
         request: Request<pb::SearchToolsRequest>,
     ) -> Result<Response<pb::SearchToolsResponse>, Status> {
         let rid = self.begin(&request)?;
-        let request = request
+        let request: ShardSearchRequest = request
             .into_inner()
             .try_into()
             .map_err(|e| status_from_error(&e, &rid))?;
+        let records = request.records;
         let response = self
             .shard
             .search_tools(request)
             .await
             .map_err(|e| status_from_error(&e, &rid))?;
-        Ok(Response::new(response.into()))
+        Ok(Response::new(search_response_to_wire(response, records)))
     }
 
     async fn search_inline(

@@ -139,6 +139,7 @@ async fn search_catalog(
     integrations: &[&str],
 ) -> ShardSearchResponse {
     let request = ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: integrations.iter().map(|i| i.to_string()).collect(),
         query: "refund order status".into(),

@@ -46,6 +46,7 @@ fn request(integrations: std::ops::Range<usize>, q: usize) -> ShardSearchRequest
     let mut vector = vec![0.0f32; DIM];
     vector[q % DIM] = 1.0;
     ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: integrations.map(|i| format!("app{i}")).collect(),
         query: format!("{} {}", WORDS[q % 8], WORDS[(q + 3) % 8]),

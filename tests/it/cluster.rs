@@ -295,6 +295,77 @@ async fn budget_packing_matches_an_independent_greedy_pass() {
     );
 }
 
+/// The shards send the records of the hits a page usually reaches (twice the window in each
+/// list); a search whose budget makes packing walk further reads the others from the shards and
+/// answers exactly as the greedy pass over the whole ranking, each tool as the whole ranking
+/// returned it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packing_past_the_records_sent_reads_them_from_the_shards() {
+    let cluster = loaded(3).await;
+    let tools = catalog();
+    let tokens = |name: &str| tokens_of(tools.iter().find(|t| t.name == name).unwrap());
+    let query = "email a customer about their ticket";
+    let mut full = search_request(query);
+    full.top_k = Some(50);
+    let full = search(cluster.grpc, full).await.unwrap();
+    let ranked = names(&full);
+    // topK 1: the shards send the records of their first 2 hits of each list, 12 at most. No
+    // tool of the first 12 fits the budget.
+    let budget = ranked[..12].iter().map(|n| tokens(n)).min().unwrap() - 1;
+    let (mut expected, mut used, mut skipped) = (Vec::new(), 0, 0);
+    for name in &ranked {
+        if expected.len() == 1 {
+            break;
+        }
+        if used + tokens(name) <= budget {
+            used += tokens(name);
+            expected.push(name.clone());
+        } else {
+            skipped += 1;
+        }
+    }
+    assert_eq!(
+        expected.len(),
+        1,
+        "the fixture has a tool under {budget} tokens"
+    );
+    let mut request = search_request(query);
+    request.top_k = Some(1);
+    request.max_tool_tokens = Some(budget as u32);
+    request.diagnostics = true;
+    let response = search(cluster.grpc, request).await.unwrap();
+    assert_eq!(names(&response), expected);
+    let usage = response.usage.clone().unwrap();
+    assert_eq!(usage.tool_tokens, used);
+    assert_eq!(usage.omitted_for_budget, skipped);
+    assert_eq!(
+        usage.returned + usage.omitted_for_budget + usage.omitted_for_top_k,
+        usage.candidates
+    );
+    for result in &response.tools {
+        let whole = full
+            .tools
+            .iter()
+            .find(|t| t.intent_name == result.intent_name)
+            .unwrap();
+        assert_eq!(result.tool, whole.tool, "{}", result.intent_name);
+        assert_eq!(
+            (&result.category, &result.side_effect, result.tokens),
+            (&whole.category, &whole.side_effect, whole.tokens)
+        );
+        assert_eq!(result.catalog_version, whole.catalog_version);
+    }
+    let steps: Vec<&str> = response
+        .trace
+        .as_ref()
+        .unwrap()
+        .steps
+        .iter()
+        .map(|s| s.label.as_str())
+        .collect();
+    assert!(steps.contains(&"records"), "{steps:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_shards_rank_exactly_like_one() {
     let three = loaded(3).await;

@@ -720,9 +720,10 @@ impl Router {
                 &limits,
                 req.max_tool_tokens.map(u64::from),
                 req.scope,
+                (&ctx.request_id, deadline),
                 &mut trace,
             )
-            .await;
+            .await?;
 
         let mut tool_schemas: BTreeMap<String, ToolResult> = BTreeMap::new();
         let mut results = Vec::with_capacity(req.queries.len());

@@ -6,7 +6,7 @@ use agentsearch_store::STALE_INTEGRATION;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use agentsearch_common::shard::GetToolsRequest;
+use agentsearch_common::shard::{GetToolsRequest, GetToolsResponse};
 use agentsearch_common::tool::ToolRecord;
 use agentsearch_common::{Error, Result};
 use serde::Serialize;
@@ -48,6 +48,85 @@ impl Router {
                 .or_default()
                 .push(entry.name);
         }
+        let read = self
+            .read_tools(project_id, by_integration, None, request_id, deadline)
+            .await?;
+        Ok(read
+            .into_iter()
+            .flat_map(|answer| {
+                let generation = answer.generation;
+                answer.tools.into_iter().map(move |t| (t, generation))
+            })
+            .collect())
+    }
+
+    /// The records of candidates whose records the shards did not send with their hits (see
+    /// [`Candidate::complete`]), read from a replica at the generation the search ranked them
+    /// from: every candidate of `wanted`, complete. A tool changed or removed since the search is
+    /// an `Unavailable` error (a retry searches the new catalog).
+    pub(crate) async fn completed(
+        &self,
+        project_id: &str,
+        wanted: &[&Candidate],
+        request_id: &str,
+        deadline: Instant,
+    ) -> Result<Vec<Candidate>> {
+        let mut by_integration: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut generations: HashMap<&str, u64> = HashMap::new();
+        for c in wanted.iter().filter(|c| !c.complete) {
+            by_integration
+                .entry(c.record.integration.clone())
+                .or_default()
+                .push(c.record.name.clone());
+            generations.insert(&c.record.integration, c.catalog_version);
+        }
+        let read = self
+            .read_tools(
+                project_id,
+                by_integration,
+                Some(&generations),
+                request_id,
+                deadline,
+            )
+            .await?;
+        let mut found: HashMap<(String, String), ToolRecord> = read
+            .into_iter()
+            .flat_map(|answer| answer.tools)
+            .map(|t| ((t.integration.clone(), t.name.clone()), t))
+            .collect();
+        wanted
+            .iter()
+            .map(|c| {
+                if c.complete {
+                    return Ok((*c).clone());
+                }
+                let key = (c.record.integration.clone(), c.record.name.clone());
+                let record = found.remove(&key).ok_or_else(|| {
+                    Error::Unavailable(format!(
+                        "the tool `{}` changed while the search ran; retry",
+                        agentsearch_common::ids::truncate(&c.record.name, 64)
+                    ))
+                })?;
+                Ok(Candidate {
+                    record: std::sync::Arc::new(record),
+                    complete: true,
+                    ..(*c).clone()
+                })
+            })
+            .collect()
+    }
+
+    /// Reads `names` of each integration from a replica of it, integrations concurrently; with
+    /// `generations`, only from a replica whose index is at the given generation of its
+    /// integration (an integration without one is an `Unavailable` error).
+    async fn read_tools(
+        &self,
+        project_id: &str,
+        by_integration: BTreeMap<String, Vec<String>>,
+        generations: Option<&HashMap<&str, u64>>,
+        request_id: &str,
+        deadline: Instant,
+    ) -> Result<Vec<GetToolsResponse>> {
         if by_integration.is_empty() {
             return Ok(Vec::new());
         }
@@ -57,40 +136,58 @@ impl Router {
             .map(|p| (p.integration.as_str(), &p.shard_ids))
             .collect();
         let stale = self.stale_replicas(project_id).await;
-        let mut found = Vec::new();
-        for (integration, names) in by_integration {
-            let Some(shard_ids) = shards_of.get(integration.as_str()) else {
-                continue;
-            };
-            let mut last = Error::Unavailable(format!("no shard holding {integration} answered"));
-            let mut answered = false;
-            for id in shard_ids.iter() {
-                if stale.skips(STALE_INTEGRATION, &integration, shard_ids, id) {
-                    continue;
-                }
-                let Some(client) = self.shards.get(id) else {
-                    continue;
+        let reads = by_integration.into_iter().map(|(integration, names)| {
+            let shard_ids = shards_of.get(integration.as_str()).copied();
+            let wanted = generations.and_then(|g| g.get(integration.as_str()).copied());
+            let stale = &stale;
+            async move {
+                let Some(shard_ids) = shard_ids else {
+                    return match wanted {
+                        None => Ok(None),
+                        Some(_) => Err(Error::Unavailable(format!(
+                            "the integration {integration} is no longer placed; retry"
+                        ))),
+                    };
                 };
-                let request = GetToolsRequest {
-                    project_id: project_id.to_string(),
-                    integration: integration.clone(),
-                    names: names.clone(),
-                };
-                let timeout = deadline.saturating_duration_since(Instant::now());
-                match client.get_tools(request, request_id, timeout).await {
-                    Ok(answer) => {
-                        found.extend(answer.tools.into_iter().map(|t| (t, answer.generation)));
-                        answered = true;
-                        break;
+                let mut last =
+                    Error::Unavailable(format!("no shard holding {integration} answered"));
+                for id in shard_ids.iter() {
+                    if stale.skips(STALE_INTEGRATION, &integration, shard_ids, id) {
+                        continue;
                     }
-                    Err(err) => last = err,
+                    let Some(client) = self.shards.get(id) else {
+                        continue;
+                    };
+                    let request = GetToolsRequest {
+                        project_id: project_id.to_string(),
+                        integration: integration.clone(),
+                        names: names.clone(),
+                    };
+                    let timeout = deadline.saturating_duration_since(Instant::now());
+                    match client.get_tools(request, request_id, timeout).await {
+                        Ok(answer) if wanted.is_none_or(|g| g == answer.generation) => {
+                            return Ok(Some(answer));
+                        }
+                        Ok(answer) => {
+                            last = Error::Unavailable(format!(
+                                "the tools of {integration} changed while the search ran \
+                                 (generation {} searched, {} now); retry",
+                                wanted.unwrap_or(0),
+                                answer.generation
+                            ))
+                        }
+                        Err(err) => last = err,
+                    }
                 }
+                Err(last)
             }
-            if !answered {
-                return Err(last);
-            }
+        });
+        let answers = futures::future::join_all(reads).await;
+        let mut read = Vec::with_capacity(answers.len());
+        for answer in answers {
+            read.extend(answer?);
         }
-        Ok(found)
+        Ok(read)
     }
 
     /// One catalog tool by name, hydrated for the caller.
@@ -123,6 +220,7 @@ impl Router {
             catalog_version: generation,
             unfiltered_rank: 1,
             rerank_score: None,
+            complete: true,
         };
         let user = ctx.user.as_deref();
         let mut shaped = self.shape(project_id, user, &[&candidate]).await;

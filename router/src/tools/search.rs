@@ -126,6 +126,10 @@ pub(crate) struct Candidate {
     pub unfiltered_rank: u32,
     /// The reranker's score, when the tool was among those reranked.
     pub rerank_score: Option<f64>,
+    /// `record` is the stored tool. When false it holds only the name and integration of a hit
+    /// whose record its shard did not send (ranked below the records the router asked for in both
+    /// lists): [`Router::completed`] reads it before the tool is reranked or shaped.
+    pub complete: bool,
 }
 
 /// The ranked pool of one query with what its usage needs.
@@ -161,6 +165,8 @@ pub(crate) struct Ranked {
 pub(crate) struct Shaped {
     /// The caller's schema; `None`: the stored one.
     pub hydrated: Option<HydratedSchema>,
+    /// The stored tool shaped.
+    pub record: Arc<ToolRecord>,
     /// Tokens of the definition as returned.
     pub tokens: u32,
     /// The integration hydrates schemas and the caller is a user: hydration was tried.
@@ -234,9 +240,13 @@ impl Router {
                 &[page],
                 req.max_tool_tokens.map(u64::from),
                 BudgetScope::Union,
+                (
+                    &ctx.request_id,
+                    trace.started + Duration::from_millis(self.settings.search.deadline_ms),
+                ),
                 &mut trace,
             )
-            .await;
+            .await?;
         let (tools, usage) = query_result(&ranked, &packing.queries[0], &shaped);
         trace.step("budget");
         let mut statuses = connections::statuses_for(&rows, tools.iter().map(|t| &t.integration));
@@ -420,6 +430,15 @@ impl Router {
         };
         trace.last = Instant::now();
 
+        // Records of the hits packing and reranking usually reach: twice the window (packing
+        // shapes the window and the next as many at once), plus the reranked candidates. Records
+        // of hits ranked further down in both lists are read only if the search reaches them.
+        let reranked = if q.rerank {
+            self.rerank.as_ref().map_or(0, |r| r.top_n)
+        } else {
+            0
+        };
+        let records_wanted = u32::try_from(2 * q.window + reranked).unwrap_or(u32::MAX);
         let shard_request =
             |integrations: Vec<String>, stats: Option<TermStats>| ShardSearchRequest {
                 project_id: q.project_id.to_string(),
@@ -432,6 +451,7 @@ impl Router {
                 lexical: lexical_on,
                 stats,
                 structured: q.structured.map(str::to_string),
+                records: Some(records_wanted),
             };
         // The catalog's indexes and the inline tools, searched together on `stats`.
         let (vector_ref, shard_request) = (&vector, &shard_request);
@@ -623,6 +643,15 @@ impl Router {
                 records.insert(tool.name.clone(), tool);
             }
         }
+        // Eligible hits whose records the shards left out (see `records_wanted`), by name: their
+        // integrations. Eligible means in `records` or here.
+        let unsent: HashMap<&str, &str> = lexical_lists
+            .iter()
+            .chain(&dense_lists)
+            .flatten()
+            .filter(|h| !records.contains_key(&h.name))
+            .map(|h| (h.name.as_str(), h.integration.as_str()))
+            .collect();
         // A query naming a tool the retrievers missed: look the name up, so it can rank first.
         // Not for structured queries: a looked-up tool has not been checked against the nodes.
         let guesses: Vec<String> = name_guesses(q.query)
@@ -630,6 +659,7 @@ impl Router {
             .filter(|_| q.structured.is_none())
             .filter(|g| {
                 !records.contains_key(g)
+                    && !unsent.contains_key(g.as_str())
                     && !excluded_lexical
                         .iter()
                         .chain(excluded_dense.iter())
@@ -702,7 +732,7 @@ impl Router {
         let (fused, floor) = fuse(search, weights, &lexical, &dense);
         let mut fused: Vec<_> = fused
             .into_iter()
-            .filter(|f| records.contains_key(f.key))
+            .filter(|f| records.contains_key(f.key) || unsent.contains_key(f.key))
             .collect();
         // Looked-up tools join the ranking at its end (the name promotion below moves them up).
         for hit in &looked_up {
@@ -745,14 +775,21 @@ impl Router {
             let (all_fused, _) = fuse(search, weights, &lexical_all, &dense_all);
             all_fused
                 .into_iter()
-                .filter(|f| records.contains_key(f.key) || excluded_names.contains(f.key))
+                .filter(|f| {
+                    records.contains_key(f.key)
+                        || unsent.contains_key(f.key)
+                        || excluded_names.contains(f.key)
+                })
                 .map(|f| (f.key.to_string(), integration_of[f.key].to_string()))
                 .collect()
         };
         let mut present: HashSet<String> = unfiltered.iter().map(|(n, _)| n.clone()).collect();
         for f in &fused {
             if present.insert(f.key.to_string()) {
-                unfiltered.push((f.key.to_string(), records[f.key].integration.clone()));
+                let integration = records
+                    .get(f.key)
+                    .map_or_else(|| unsent[f.key], |r| r.integration.as_str());
+                unfiltered.push((f.key.to_string(), integration.to_string()));
             }
         }
         // A looked-up tool above the ceiling: removed by it (and promoted below if named).
@@ -796,7 +833,11 @@ impl Router {
         let mut omitted_not_connected = 0u32;
         let mut candidates = Vec::with_capacity(fused.len());
         for (i, item) in fused.iter().enumerate() {
-            let record = &records[item.key];
+            let (record, complete) = match records.get(item.key) {
+                Some(record) => (record.clone(), true),
+                None => (Arc::new(unsent_record(item.key, unsent[item.key])), false),
+            };
+            let catalog_version = generations.get(&record.integration).copied().unwrap_or(0);
             if !is_connected(&record.integration) {
                 omitted_not_connected += 1;
                 continue;
@@ -819,17 +860,18 @@ impl Router {
                 (item.score - floor) / span
             };
             candidates.push(Candidate {
-                record: record.clone(),
+                record,
                 relevancy,
                 explain,
-                catalog_version: generations.get(&record.integration).copied().unwrap_or(0),
+                catalog_version,
                 unfiltered_rank: unfiltered_rank.get(item.key).copied().unwrap_or(0),
                 rerank_score: None,
+                complete,
             });
         }
         let rerank_outcome = self
-            .rerank_candidates(q, &named, &mut candidates, deadline)
-            .await;
+            .rerank_candidates(q, &named, &mut candidates, request_id, deadline)
+            .await?;
         if rerank_outcome != crate::rerank::Outcome::DisabledByDeployment
             && rerank_outcome != crate::rerank::Outcome::DisabledByRequest
         {
@@ -840,7 +882,10 @@ impl Router {
             .take(q.window)
             .enumerate()
             .filter_map(|(i, (name, integration))| {
-                let reason = if excluded_names.contains(name) && !records.contains_key(name) {
+                let reason = if excluded_names.contains(name)
+                    && !records.contains_key(name)
+                    && !unsent.contains_key(name.as_str())
+                {
                     "side_effect"
                 } else if !is_connected(integration) {
                     "not_connected"
@@ -898,20 +943,29 @@ impl Router {
         q: &RankQuery<'_>,
         named: &[String],
         candidates: &mut Vec<Candidate>,
+        request_id: &str,
         deadline: Instant,
-    ) -> crate::rerank::Outcome {
+    ) -> Result<crate::rerank::Outcome> {
         let pinned = candidates
             .iter()
             .take_while(|c| named.iter().any(|n| *n == c.record.name))
             .count();
         let top_n = self.rerank.as_ref().map_or(0, |r| r.top_n);
         let end = (pinned + top_n).min(candidates.len());
+        let requested = q.rerank && !q.query.trim().is_empty();
+        if self.rerank.is_some() && requested && candidates[pinned..end].iter().any(|c| !c.complete)
+        {
+            let head: Vec<&Candidate> = candidates[pinned..end].iter().collect();
+            let head = self
+                .completed(q.project_id, &head, request_id, deadline)
+                .await?;
+            candidates.splice(pinned..end, head);
+        }
         let texts: Vec<String> = candidates[pinned..end]
             .iter()
             .map(|c| rerank_text(&c.record))
             .collect();
         // A query document without free text ranks by its filter alone: nothing to rerank by.
-        let requested = q.rerank && !q.query.trim().is_empty();
         let (outcome, scores) = crate::rerank::score(
             self.rerank.as_ref(),
             requested,
@@ -929,12 +983,13 @@ impl Router {
             crate::rerank::reorder(&mut head, &scores, |c| &mut c.relevancy);
             candidates.splice(pinned..pinned, head);
         }
-        outcome
+        Ok(outcome)
     }
 
     /// Packs the ranked lists of one or more queries under their limits and the budget, shaping
     /// (hydrating) candidates as packing reaches them, so tokens and budget are those of the
-    /// schemas returned.
+    /// schemas returned. A candidate without its record has it read first (`(request id,
+    /// deadline)` for those reads).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn pack_shaped(
         &self,
@@ -944,8 +999,9 @@ impl Router {
         limits: &[usize],
         max_tokens: Option<u64>,
         scope: BudgetScope,
+        (request_id, deadline): (&str, Instant),
         trace: &mut TraceRecorder,
-    ) -> (MultiPacking, HashMap<String, Shaped>) {
+    ) -> Result<(MultiPacking, HashMap<String, Shaped>)> {
         let by_name: HashMap<&str, &Candidate> = ranked
             .iter()
             .flat_map(|list| list.iter())
@@ -957,6 +1013,7 @@ impl Router {
             .collect();
         let mut shaped: HashMap<String, Shaped> = HashMap::new();
         let mut hydrate_took = Duration::ZERO;
+        let mut records_took = Duration::ZERO;
         loop {
             let sized: Vec<Vec<(String, Option<u32>)>> = lists
                 .iter()
@@ -971,11 +1028,14 @@ impl Router {
             // one more candidate and the loop ends.
             match pack_queries(&sized, limits, max_tokens, scope) {
                 Ok(packing) => {
+                    if records_took > Duration::ZERO {
+                        trace.push("records", records_took);
+                    }
                     if hydrate_took > Duration::ZERO {
                         trace.push("hydrate", hydrate_took);
                     }
                     trace.last = Instant::now();
-                    return (packing, shaped);
+                    return Ok((packing, shaped));
                 }
                 Err(needed) => {
                     // Shape what packing asks for plus the next candidates of every list, so a
@@ -1002,6 +1062,18 @@ impl Router {
                             }
                         }
                     }
+                    let completed;
+                    let wanted: Vec<&Candidate> = if wanted.iter().all(|c| c.complete) {
+                        wanted
+                    } else {
+                        let t = Instant::now();
+                        completed = self
+                            .completed(project_id, &wanted, request_id, deadline)
+                            .instrument(tracing::info_span!("records"))
+                            .await?;
+                        records_took += t.elapsed();
+                        completed.iter().collect()
+                    };
                     let t = Instant::now();
                     let results = self
                         .shape(project_id, user, &wanted)
@@ -1029,6 +1101,7 @@ impl Router {
         let calls = candidates.iter().map(|c| async move {
             let record = &c.record;
             let stored = |attempted: bool, failed: bool| Shaped {
+                record: record.clone(),
                 hydrated: None,
                 tokens: record.tokens,
                 attempted,
@@ -1057,6 +1130,7 @@ impl Router {
                         definition.description = description.clone();
                     }
                     Shaped {
+                        record: record.clone(),
                         tokens: count_tokens(&definition.llm_definition_json()),
                         hydrated: Some(schema),
                         attempted: true,
@@ -1388,7 +1462,7 @@ fn fuse<'a>(
 }
 
 pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
-    let record = &c.record;
+    let record = &shaped.record;
     let (description, parameters) = match &shaped.hydrated {
         Some(schema) => (
             schema.description.as_ref().unwrap_or(&record.description),
@@ -1423,6 +1497,19 @@ pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {
         explain: c.explain.clone(),
         highlights: None,
         rerank_score: c.rerank_score,
+    }
+}
+
+/// The stand-in for a record a shard did not send: the hit's name and integration only.
+fn unsent_record(name: &str, integration: &str) -> ToolRecord {
+    ToolRecord {
+        name: name.to_string(),
+        integration: integration.to_string(),
+        category: String::new(),
+        side_effect: agentsearch_common::tool::SideEffect::Unknown,
+        description: String::new(),
+        parameters: String::new(),
+        tokens: 0,
     }
 }
 

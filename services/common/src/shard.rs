@@ -203,6 +203,10 @@ pub struct ShardSearchRequest {
     /// The structured part of a query JSON document (`{"v": 1, "query": ..., "filter": ...}`):
     /// both retrievers rank only the tools it allows.
     pub structured: Option<String>,
+    /// A shard behind gRPC sends records only for the eligible hits ranked within the first
+    /// `records` of either list (the router reads the others if it reaches them); `None`: every
+    /// eligible hit's. An in-process shard shares its records without copying them and sends all.
+    pub records: Option<u32>,
 }
 
 /// Tools of one integration, by name.
@@ -269,7 +273,8 @@ pub struct ShardSearchResponse {
     pub excluded_lexical: Vec<Hit>,
     pub excluded_dense: Vec<Hit>,
     /// The stored tool of every eligible hit (shared with the index that holds it: an in-process
-    /// shard answers without copying records).
+    /// shard answers without copying records); over gRPC, only those the request's `records`
+    /// asks for.
     pub tools: Vec<std::sync::Arc<ToolRecord>>,
     /// Parts that failed; the rest of the answer is still valid.
     pub failures: Vec<PartFailure>,

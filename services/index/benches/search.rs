@@ -86,6 +86,7 @@ fn bench(c: &mut Criterion) {
         })
         .unwrap();
     let request = ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: integrations.clone(),
         query: query.into(),
@@ -101,6 +102,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| indexes.search(&request))
     });
     let ceiling = ShardSearchRequest {
+        records: None,
         max_side_effect: Some(SideEffect::Write),
         ..request.clone()
     };
@@ -108,6 +110,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| indexes.search(&ceiling))
     });
     let lexical = ShardSearchRequest {
+        records: None,
         vector: None,
         ..request.clone()
     };
@@ -115,6 +118,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| indexes.search(&lexical))
     });
     let dense = ShardSearchRequest {
+        records: None,
         lexical: false,
         ..request.clone()
     };
@@ -136,6 +140,7 @@ fn bench(c: &mut Criterion) {
     // Typed queries: the same words restricted by a filter on the side effect (every index
     // evaluates it on tantivy), and a phrase with no words (ranked by the node alone).
     let filtered = ShardSearchRequest {
+        records: None,
         structured: Some(
             r#"{"v":1,"filter":{"type":"term","field":"sideEffect","value":"send"}}"#.into(),
         ),
@@ -145,6 +150,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| indexes.search(&filtered))
     });
     let phrase = ShardSearchRequest {
+        records: None,
         query: String::new(),
         vector: None,
         stats: None,

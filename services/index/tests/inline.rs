@@ -263,6 +263,7 @@ fn inline_search_ranks_like_a_catalog_search() {
             ] {
                 let what = format!("{query} / {categories:?} / {max_side_effect:?} / {limit}");
                 let catalog_answer = indexes.search(&ShardSearchRequest {
+                    records: None,
                     project_id: PROJECT.into(),
                     integrations: vec!["acme".into()],
                     query: query.into(),
@@ -439,6 +440,7 @@ fn searches_report_the_generation_of_each_index_with_a_hit() {
     // An empty index that was never written.
     indexes.get_or_create(PROJECT, "empty").unwrap();
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: vec![
             "acme".into(),
@@ -467,6 +469,7 @@ fn searches_report_the_generation_of_each_index_with_a_hit() {
     assert_eq!(acme.generation(), 3);
     // Neither retriever: no hit, no generation.
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: vec!["other".into()],
         query: String::new(),
@@ -498,6 +501,7 @@ fn many_indexes_searched_in_parallel_report_their_generations() {
         }
     }
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: integrations.clone(),
         query: "ticket message report".into(),

@@ -43,6 +43,7 @@ fn search(
     let mut vector = vec![0.0f32; 8];
     vector[axis] = 1.0;
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: vec!["slack".into(), "hubspot".into()],
         query: query.into(),
@@ -138,6 +139,7 @@ fn write_reopen_search() {
 
     // The ceiling: `send` is above `write`; it is reported as excluded, not returned.
     let request = ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: vec!["slack".into(), "hubspot".into()],
         query: "message channel contact".into(),
@@ -178,6 +180,7 @@ fn write_reopen_search() {
 
     // Categories scope both retrievers.
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         categories: vec!["crm".into()],
         max_side_effect: None,
         ..request
@@ -302,6 +305,7 @@ fn global_statistics_make_scores_independent_of_partitioning() {
     let run = |indexes: &ToolIndexes, integrations: Vec<String>| {
         indexes
             .search(&ShardSearchRequest {
+                records: None,
                 project_id: PROJECT.into(),
                 integrations,
                 query: query.into(),
@@ -356,6 +360,7 @@ fn bm25f_saturates_a_term_once_over_all_fields() {
         ])
         .unwrap();
     let response = indexes.search(&ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: vec!["alpha".into()],
         query: "forecasts".into(),

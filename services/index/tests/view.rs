@@ -184,6 +184,7 @@ fn request(indexes: &ToolIndexes, catalog: &Catalog, search: &Search) -> ShardSe
         stats
     });
     ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations,
         query,
@@ -261,6 +262,7 @@ proptest! {
 /// A lexical search of `query` over `integrations`, 5 candidates, no filter.
 fn lexical_request(integrations: &[&str], query: &str) -> ShardSearchRequest {
     ShardSearchRequest {
+        records: None,
         project_id: PROJECT.into(),
         integrations: integrations.iter().map(|i| i.to_string()).collect(),
         query: query.into(),
@@ -320,6 +322,7 @@ fn a_write_is_in_every_answer_before_and_after_the_view_is_rebuilt() {
         stamp_of(
             &indexes,
             &ShardSearchRequest {
+                records: None,
                 integrations: vec![integration.into()],
                 ..request.clone()
             },
