@@ -139,6 +139,7 @@ impl From<ContextSearchRequest> for pb::SearchSegmentsRequest {
             structured: r.structured,
             fields: all(r.fields),
             defer_texts: r.defer_texts,
+            texts_head: r.texts_head,
         }
     }
 }
@@ -156,6 +157,7 @@ impl From<pb::SearchSegmentsRequest> for ContextSearchRequest {
             structured: r.structured,
             fields: all(r.fields),
             defer_texts: r.defer_texts,
+            texts_head: r.texts_head,
         }
     }
 }
@@ -281,6 +283,7 @@ mod tests {
                 kind: "numeric".into(),
             }],
             defer_texts: true,
+            texts_head: 3,
         };
         let wire: pb::SearchSegmentsRequest = request.clone().into();
         assert_eq!(ContextSearchRequest::from(wire), request);

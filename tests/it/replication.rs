@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::time::Duration;
 
 use agentsearch_common::Error;
+use agentsearch_common::config::{Fusion, SearchConfig};
 use agentsearch_common::shard::*;
 use agentsearch_common::tool::ToolDefinition;
 use agentsearch_router::auth::Auth;
@@ -200,6 +201,12 @@ impl Replicated {
                 replication: 2,
                 write_quorum: 1,
                 hedge_after: Some(Duration::from_millis(25)),
+                // Fixed fusion measures no coverage, so a context search defers every text: the
+                // page's texts are all fetched after the search (what these tests follow).
+                search: SearchConfig {
+                    fusion: Fusion::Score,
+                    ..settings().search
+                },
                 ..settings()
             },
         )

@@ -48,8 +48,9 @@ use crate::context::api::{
 pub use crate::context::write::DeleteRecordsOutcome;
 use crate::context::write::RecordWrite;
 use crate::tools::api::{Explain, RetrieverHit};
-use crate::tools::search::{TraceRecorder, fuse_keyed};
+use crate::tools::search::{TraceRecorder, coverage_terms, fuse_keyed};
 use crate::{Router, detached};
+use agentsearch_fusion::COVERAGE_DEPTH;
 use agentsearch_store::STALE_SYNC;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -591,6 +592,7 @@ impl Router {
 
         // Fan out; a slow part is hedged, a failed one re-routed to other replicas (see
         // [`crate::cluster::replicas::run_part`]).
+        let query_terms = coverage_terms(&self.settings.search, &req.query);
         let request_for = |scopes: Vec<SyncScope>| ContextSearchRequest {
             project_id: req.project_id.clone(),
             syncs: scopes,
@@ -605,8 +607,14 @@ impl Router {
                 .as_ref()
                 .map(|(_, fields)| fields.clone())
                 .unwrap_or_default(),
-            // The texts of the passages returned are fetched once the page is known.
+            // The texts of the passages returned are fetched once the page is known, but for
+            // those adaptive fusion measures.
             defer_texts: true,
+            texts_head: if query_terms.is_some() {
+                COVERAGE_DEPTH as u32
+            } else {
+                0
+            },
         };
         let plan = PartPlan {
             shards: &self.shards,
@@ -764,6 +772,18 @@ impl Router {
             hits.iter().map(|h| (h.key(), f64::from(h.score))).collect()
         };
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
+        // How much of the query each list's best passages contain (a passage whose text the
+        // shard did not send counts as containing nothing).
+        let coverage = match &query_terms {
+            Some(terms) => [&lexical_keys, &dense_keys].map(|list| {
+                list.iter()
+                    .take(COVERAGE_DEPTH)
+                    .filter_map(|(key, _)| texts.get(key))
+                    .map(|segment| terms.coverage(&[&segment.text]))
+                    .fold(0.0, f64::max)
+            }),
+            None => [0.0, 0.0],
+        };
         // The project's context model, learned from its feedback, or the deployment's weights.
         let model = self
             .ranking_model(crate::tools::feedback::CONTEXT, &req.project_id)
@@ -778,6 +798,7 @@ impl Router {
             weights,
             &as_refs(&lexical_keys),
             &as_refs(&dense_keys),
+            coverage,
         );
         trace.step("fuse");
 
@@ -834,13 +855,20 @@ impl Router {
             &req.project_id,
             user,
             request_id,
-            || crate::tools::feedback::Lists::of_records(&lexical_records, &dense_records),
+            || {
+                crate::tools::feedback::Lists::of_records(
+                    &lexical_records,
+                    &dense_records,
+                    coverage,
+                )
+            },
         );
         let (record_fused, record_floor) = fuse_keyed(
             &self.settings.search,
             weights,
             &as_refs(&lexical_records),
             &as_refs(&dense_records),
+            coverage,
         );
         let record_score: HashMap<&str, f64> =
             record_fused.iter().map(|f| (f.key, f.score)).collect();

@@ -57,20 +57,29 @@ pub const MODEL_TTL: Duration = Duration::from_secs(10);
 pub struct Lists {
     pub lexical: Vec<(String, f32)>,
     pub dense: Vec<(String, f32)>,
+    /// How much of the query each list's best candidates contained (what adaptive fusion read;
+    /// `[0, 0]` in searches kept before it was recorded).
+    #[serde(default)]
+    pub coverage: [f64; 2],
 }
 
 impl Lists {
-    pub fn of(lexical: &[Hit], dense: &[Hit]) -> Self {
+    pub fn of(lexical: &[Hit], dense: &[Hit], coverage: [f64; 2]) -> Self {
         let pairs = |hits: &[Hit]| hits.iter().map(|h| (h.name.clone(), h.score)).collect();
         Self {
             lexical: pairs(lexical),
             dense: pairs(dense),
+            coverage,
         }
     }
 
     /// A context search's record-level lists: keys `{syncId}\n{recordId}` become record ids
     /// `{syncId}.{recordId}`.
-    pub fn of_records(lexical: &[(String, f64)], dense: &[(String, f64)]) -> Self {
+    pub fn of_records(
+        lexical: &[(String, f64)],
+        dense: &[(String, f64)],
+        coverage: [f64; 2],
+    ) -> Self {
         let pairs = |list: &[(String, f64)]| {
             list.iter()
                 .map(|(key, score)| (key.replacen('\n', ".", 1), *score as f32))
@@ -79,6 +88,7 @@ impl Lists {
         Self {
             lexical: pairs(lexical),
             dense: pairs(dense),
+            coverage,
         }
     }
 
@@ -130,13 +140,16 @@ pub struct ModelParams {
 /// The fusion settings a learned model depends on, and the deployment's weights for `base`.
 pub fn fusion_fingerprint(search: &SearchConfig, base: [f64; 2]) -> String {
     format!(
-        "{:?} base={:?} rrf_k={} cosine_reference={} cosine_exponent={} margin_exponent={}",
+        "{:?} base={:?} rrf_k={} cosine_reference={} cosine_exponent={} margin_exponent={} \
+         coverage_gain={} coverage_margin={}",
         search.fusion,
         base,
         search.rrf_k,
         search.cosine_reference,
         search.cosine_exponent,
-        search.margin_exponent
+        search.margin_exponent,
+        search.coverage_gain,
+        search.coverage_margin
     )
 }
 
@@ -685,6 +698,7 @@ fn example_ndcg(search: &SearchConfig, weights: [f64; 2], e: &Example) -> f64 {
         weights,
         &pairs(&e.lists.lexical),
         &pairs(&e.lists.dense),
+        e.lists.coverage,
     );
     let ranking: Vec<&str> = fused.iter().take(10).map(|f| f.key).collect();
     ndcg_at_10(&ranking, &e.called)
@@ -715,6 +729,7 @@ mod tests {
             lists: Lists {
                 lexical: own(lexical),
                 dense: own(dense),
+                coverage: [0.0, 0.0],
             },
             called: called.iter().map(|s| s.to_string()).collect(),
         }
@@ -852,6 +867,7 @@ mod tests {
                             .enumerate()
                             .map(|(i, s)| (format!("t{}", (i * 7) % 20), *s))
                             .collect(),
+                        coverage: [0.0, 0.0],
                     },
                     called: vec![format!("t{called}")],
                 }

@@ -16,7 +16,7 @@ use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
-    BudgetScope, FusedItem, MultiPacking, Packing, merge_ranked, pack_queries,
+    BudgetScope, COVERAGE_DEPTH, FusedItem, MultiPacking, Packing, merge_ranked, pack_queries,
 };
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
@@ -32,7 +32,7 @@ use crate::tools::api::{
     ToolResult, ToolSearchRequest, ToolSearchResponse, Trace, TraceStep, Usage, Visibility,
 };
 use crate::tools::connections;
-pub(crate) use crate::tools::fusion::fuse_keyed;
+pub(crate) use crate::tools::fusion::{coverage_terms, fuse_keyed};
 use crate::tools::stats_cache::answers_stamp;
 use agentsearch_store::STALE_INTEGRATION;
 
@@ -152,6 +152,8 @@ pub(crate) struct Ranked {
     /// What each retriever contributed to fusion, best first (what feedback learns from).
     pub lexical: Vec<Hit>,
     pub dense: Vec<Hit>,
+    /// How much of the query each list's best candidates contain (adaptive fusion reads it).
+    pub coverage: [f64; 2],
     /// With a structured query that asks for it: the exact number of tools in the caller's scope
     /// that satisfy it.
     pub matched: Option<u64>,
@@ -224,7 +226,7 @@ impl Router {
             &req.project_id,
             ctx.user.as_deref(),
             &ctx.request_id,
-            || crate::tools::feedback::Lists::of(&ranked.lexical, &ranked.dense),
+            || crate::tools::feedback::Lists::of(&ranked.lexical, &ranked.dense, ranked.coverage),
         );
 
         if offset > 0 {
@@ -438,7 +440,9 @@ impl Router {
         } else {
             0
         };
-        let records_wanted = u32::try_from(2 * q.window + reranked).unwrap_or(u32::MAX);
+        // At least the candidates adaptive fusion reads the coverage of.
+        let records_wanted =
+            u32::try_from((2 * q.window + reranked).max(COVERAGE_DEPTH)).unwrap_or(u32::MAX);
         let shard_request =
             |integrations: Vec<String>, stats: Option<TermStats>| ShardSearchRequest {
                 project_id: q.project_id.to_string(),
@@ -729,7 +733,19 @@ impl Router {
         let weights = model
             .as_ref()
             .map_or([search.lexical_weight, search.dense_weight], |m| m.weights);
-        let (fused, floor) = fuse(search, weights, &lexical, &dense);
+        // How much of the query each list's best candidates contain, from the records at hand
+        // (a stand-in without its record counts as containing nothing).
+        let coverage = match coverage_terms(search, q.query) {
+            Some(terms) => [&lexical, &dense].map(|list| {
+                list.iter()
+                    .take(COVERAGE_DEPTH)
+                    .filter_map(|hit| records.get(&hit.name))
+                    .map(|r| terms.coverage(&[&r.name_text(), &r.description, &r.parameter_text()]))
+                    .fold(0.0, f64::max)
+            }),
+            None => [0.0, 0.0],
+        };
+        let (fused, floor) = fuse(search, weights, &lexical, &dense, coverage);
         let mut fused: Vec<_> = fused
             .into_iter()
             .filter(|f| records.contains_key(f.key) || unsent.contains_key(f.key))
@@ -772,7 +788,7 @@ impl Router {
                 .chain(&dense_all)
                 .map(|h| (h.name.as_str(), h.integration.as_str()))
                 .collect();
-            let (all_fused, _) = fuse(search, weights, &lexical_all, &dense_all);
+            let (all_fused, _) = fuse(search, weights, &lexical_all, &dense_all, coverage);
             all_fused
                 .into_iter()
                 .filter(|f| {
@@ -924,6 +940,7 @@ impl Router {
             ranking_model: model.map_or(0, |m| m.version),
             lexical,
             dense,
+            coverage,
             matched: (!matched_by.is_empty()).then(|| {
                 matched_by
                     .iter()
@@ -1452,13 +1469,14 @@ fn fuse<'a>(
     weights: [f64; 2],
     lexical: &'a [Hit],
     dense: &'a [Hit],
+    coverage: [f64; 2],
 ) -> (Vec<FusedItem<&'a str>>, f64) {
     let scored = |hits: &'a [Hit]| -> Vec<(&'a str, f64)> {
         hits.iter()
             .map(|h| (h.name.as_str(), f64::from(h.score)))
             .collect()
     };
-    fuse_keyed(search, weights, &scored(lexical), &scored(dense))
+    fuse_keyed(search, weights, &scored(lexical), &scored(dense), coverage)
 }
 
 pub(crate) fn to_result(c: &Candidate, shaped: &Shaped) -> ToolResult {

@@ -463,8 +463,9 @@ impl RerankConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fusion {
-    /// Standardised scores with weights decided per query from the candidate lists (the best
-    /// cosine, the lists' top margins); see `agentsearch_fusion::adaptive`.
+    /// Standardised scores with weights decided per query from the candidate lists (how much of
+    /// the query each list's best candidates contain; optionally the best cosine and the lists'
+    /// top margins); see `agentsearch_fusion::adaptive`. The default.
     Adaptive,
     /// Weighted mean of each retriever's scores standardised over its candidates.
     Score,
@@ -518,8 +519,14 @@ pub struct SearchConfig {
     /// Adaptive fusion: the dense weight is scaled by `(best cosine / cosine_reference) ^ this`.
     pub cosine_exponent: f64,
     /// Adaptive fusion: the lexical weight is scaled by `exp(this x (lexical top z - dense top
-    /// z))`. Context search uses these three keys too, with its own base weights.
+    /// z))`.
     pub margin_exponent: f64,
+    /// Adaptive fusion: the lexical weight is scaled by `exp(this x max(0, lexical coverage -
+    /// dense coverage - coverage_margin))`, where a list's coverage is the largest fraction of the
+    /// query's terms one of its first three candidates contains. Context search uses the adaptive
+    /// keys too, with its own base weights.
+    pub coverage_gain: f64,
+    pub coverage_margin: f64,
     /// `topK` when the request has neither `topK` nor `maxToolTokens`.
     pub default_top_k: u32,
     /// Memory for the tool searches feedback may refer to (their candidate lists, by request
@@ -537,15 +544,16 @@ impl Default for SearchConfig {
         Self {
             deadline_ms: 2_000,
             candidates: 50,
-            // Adaptive fusion is not the default until its settings are chosen
-            // leave-one-dataset-out over every shared set.
-            fusion: Fusion::Score,
+            // Adaptive by coverage, with the setting chosen leave-one-dataset-out (EVALUATION.md).
+            fusion: Fusion::Adaptive,
             rrf_k: 60.0,
             lexical_weight: 1.0,
             dense_weight: 1.5,
             cosine_reference: 0.5,
-            cosine_exponent: 1.0,
+            cosine_exponent: 0.0,
             margin_exponent: 0.0,
+            coverage_gain: 2.0,
+            coverage_margin: 0.0,
             default_top_k: 8,
             feedback_log_mib: 64,
             feedback_log_secs: 3_600,
@@ -565,6 +573,7 @@ pub struct ContextConfig {
     pub overlap_words: u32,
     /// Candidates each retriever contributes to fusion (segments).
     pub candidates: u32,
+    /// Base weights of fusion (`search.fusion` and its adaptive keys apply, as for tools).
     pub lexical_weight: f64,
     pub dense_weight: f64,
     /// BM25F weight of the record's display name, repeated on each of its segments.
@@ -589,7 +598,8 @@ impl Default for ContextConfig {
             overlap_words: 30,
             candidates: 100,
             lexical_weight: 1.0,
-            dense_weight: 1.0,
+            // As for tools: adaptive fusion was chosen with these base weights (EVALUATION.md).
+            dense_weight: 1.5,
             title_weight: 1.0,
             text_weight: 1.0,
             k1: 1.2,
@@ -863,10 +873,17 @@ impl Config {
         for (key, x) in [
             ("search.cosine_exponent", s.cosine_exponent),
             ("search.margin_exponent", s.margin_exponent),
+            ("search.coverage_gain", s.coverage_gain),
         ] {
             if !(x.is_finite() && (0.0..=8.0).contains(&x)) {
                 errors.push(format!("{key}: must be a number from 0 to 8, got {x}"));
             }
+        }
+        if !(s.coverage_margin.is_finite() && (0.0..=1.0).contains(&s.coverage_margin)) {
+            errors.push(format!(
+                "search.coverage_margin: must be a number from 0 to 1, got {}",
+                s.coverage_margin
+            ));
         }
         if s.feedback_log_mib > 64 * 1024 {
             errors.push(format!(

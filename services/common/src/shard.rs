@@ -463,6 +463,9 @@ pub struct ContextSearchRequest {
     /// of the passages it returns with [`ShardApi::fetch_segments`]. Ignored with a structured
     /// query's `highlight` (the fragments are made where the query is parsed).
     pub defer_texts: bool,
+    /// With `defer_texts`: the texts of the first this many hits of each list are in the answer
+    /// all the same (adaptive fusion measures how much of the query they contain).
+    pub texts_head: u32,
 }
 
 /// One ranked segment of one retriever.

@@ -1,8 +1,11 @@
 //! The router's per-query fusion work: merging 3 shards' lists per retriever, RRF of two 50-item
-//! lists, and packing 100 candidates under a budget.
+//! lists, packing 100 candidates under a budget, and the coverage adaptive fusion measures (the
+//! query analyzed, then three candidates of each list read).
 
 use agentsearch_common::shard::Hit;
-use agentsearch_fusion::{RankedList, merge_ranked, pack, reciprocal_rank_fusion};
+use agentsearch_fusion::{
+    QueryTerms, RankedList, best_coverage, merge_ranked, pack, reciprocal_rank_fusion,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn lists(offset: usize) -> Vec<Vec<Hit>> {
@@ -49,6 +52,34 @@ fn bench(c: &mut Criterion) {
     let tokens: Vec<u32> = (0..100).map(|i| 80 + (i * 37) % 900).collect();
     c.bench_function("pack_100_budget", |b| {
         b.iter(|| pack(&tokens, 50, Some(4000)))
+    });
+    // A tool's fields as the router reads them: name words, description, parameter lines.
+    let tools: Vec<[String; 3]> = (0..6)
+        .map(|i| {
+            [
+                format!("gmail send email {i}"),
+                "Sends an email message to one or more recipients, with optional CC, BCC, \
+                 attachments and a reply-to address; the body may be plain text or HTML."
+                    .to_string(),
+                "recipient_email: The address the message is sent to.\nsubject: Subject line \
+                 of the email.\nbody: Content of the message, text or HTML.\ncc: Addresses \
+                 copied.\nbcc: Addresses copied without being shown.\nattachments: Files to \
+                 attach, by id."
+                    .to_string(),
+            ]
+        })
+        .collect();
+    let fields: Vec<[&str; 3]> = tools
+        .iter()
+        .map(|[a, b, c]| [a.as_str(), b.as_str(), c.as_str()])
+        .collect();
+    c.bench_function("coverage_query_and_2x3_tools", |b| {
+        b.iter(|| {
+            let terms = QueryTerms::new("send a weekly status email to the whole team");
+            let lexical = best_coverage(&terms, fields[..3].iter().map(|f| &f[..]));
+            let dense = best_coverage(&terms, fields[3..].iter().map(|f| &f[..]));
+            (lexical, dense)
+        })
     });
 }
 

@@ -11,7 +11,15 @@
 //!   weighs less, and a near-paraphrase weighs more;
 //! - **lexical**: its base weight times `exp(margin_exponent x (z1_lexical - z1_dense))`, where
 //!   `z1` is how many standard deviations a list's best candidate stands above that list's
-//!   candidates: a list that singles out one candidate counts more than one whose head is flat.
+//!   candidates: a list that singles out one candidate counts more than one whose head is flat;
+//! - **lexical, by coverage**: its weight times `exp(coverage_gain x max(0, c_lexical - c_dense -
+//!   coverage_margin))`, where `c` is the largest fraction of the query's terms found in one of a
+//!   list's first [`crate::coverage::COVERAGE_DEPTH`] candidates ([`crate::coverage`]). BM25's
+//!   best candidates always contain some of the query's words; when the dense list's best ones
+//!   contain far fewer, the two retrievers are not about the same thing, and the one whose best
+//!   candidates contain what the user wrote is the likelier to be right. This is the signal that
+//!   separates a dense retriever gone wrong (its best candidates share no words with the query)
+//!   from a paraphrase (the dense list's best candidates still share some); see EVALUATION.md.
 //!
 //! BM25 scores have no such absolute scale (they grow with the number and rarity of query terms),
 //! so only the dense list's raw level is used. The exponents are chosen out of sample
@@ -32,6 +40,11 @@ pub struct AdaptiveParams {
     pub cosine_exponent: f64,
     /// How strongly the lexical weight follows the difference of the lists' top z-scores.
     pub margin_exponent: f64,
+    /// How strongly the lexical weight follows how much more of the query the lexical list's
+    /// best candidates contain than the dense list's (0 = not at all).
+    pub coverage_gain: f64,
+    /// The coverage difference below which the lexical weight is not raised.
+    pub coverage_margin: f64,
 }
 
 impl AdaptiveParams {
@@ -40,6 +53,8 @@ impl AdaptiveParams {
         cosine_reference: 0.5,
         cosine_exponent: 0.0,
         margin_exponent: 0.0,
+        coverage_gain: 0.0,
+        coverage_margin: 0.0,
     };
 }
 
@@ -50,12 +65,15 @@ const MIN_COSINE: f64 = 1e-3;
 const MAX_EXPONENT: f64 = 8.0;
 
 /// The lexical and dense weights for one query. `lexical` and `dense` are the lists' `(key, raw
-/// score)` candidates (BM25 and cosine similarity of unit vectors). An empty list gets weight 0;
-/// every weight is finite and non-negative. No allocation: it runs on every search.
+/// score)` candidates (BM25 and cosine similarity of unit vectors); `coverage` is the best
+/// fraction of the query's terms among each list's first candidates (see [`crate::coverage`]).
+/// An empty list gets weight 0; every weight is finite and non-negative. No allocation: it runs
+/// on every search.
 pub fn adaptive_weights<K>(
     params: &AdaptiveParams,
     lexical: &[(K, f64)],
     dense: &[(K, f64)],
+    coverage: [f64; 2],
 ) -> [f64; 2] {
     let [base_lexical, base_dense] = params.base;
     let mut weights = [
@@ -78,6 +96,13 @@ pub fn adaptive_weights<K>(
         let margin = top_z(lexical) - top_z(dense);
         let x = (params.margin_exponent * margin).clamp(-MAX_EXPONENT, MAX_EXPONENT);
         weights[0] *= x.exp();
+    }
+    if params.coverage_gain != 0.0 {
+        let [lexical_coverage, dense_coverage] = coverage.map(|c| c.clamp(0.0, 1.0));
+        let excess = lexical_coverage - dense_coverage - params.coverage_margin;
+        if excess > 0.0 {
+            weights[0] *= (params.coverage_gain * excess).min(MAX_EXPONENT).exp();
+        }
     }
     weights.map(sanitize)
 }
@@ -119,7 +144,7 @@ mod tests {
     }
 
     fn weights(p: &AdaptiveParams, lexical: &[f64], dense: &[f64]) -> [f64; 2] {
-        adaptive_weights(p, &c(lexical), &c(dense))
+        adaptive_weights(p, &c(lexical), &c(dense), [0.0, 0.0])
     }
 
     const PARAMS: AdaptiveParams = AdaptiveParams {
@@ -127,7 +152,34 @@ mod tests {
         cosine_reference: 0.5,
         cosine_exponent: 1.0,
         margin_exponent: 0.0,
+        coverage_gain: 0.0,
+        coverage_margin: 0.0,
     };
+
+    #[test]
+    fn the_lexical_weight_rises_when_its_best_candidates_contain_more_of_the_query() {
+        let p = AdaptiveParams {
+            cosine_exponent: 0.0,
+            coverage_gain: 2.0,
+            coverage_margin: 0.1,
+            ..PARAMS
+        };
+        let (lexical, dense) = (c(&[9.0, 3.0]), c(&[0.6, 0.5]));
+        let w = |coverage| adaptive_weights(&p, &lexical, &dense, coverage);
+        // At or below the margin: the base weights.
+        assert_eq!(w([0.5, 0.5]), [1.0, 2.0]);
+        assert_eq!(w([0.6, 0.5]), [1.0, 2.0]);
+        assert_eq!(w([0.0, 1.0]), [1.0, 2.0]);
+        let raised = w([1.0, 0.25]);
+        assert!(
+            (raised[0] - (2.0f64 * 0.65).exp()).abs() < 1e-12,
+            "{raised:?}"
+        );
+        assert_eq!(raised[1], 2.0);
+        // Out-of-range coverage is clamped, not trusted.
+        assert_eq!(w([7.0, -3.0]), w([1.0, 0.0]));
+        assert_eq!(w([f64::NAN, 0.0]), [1.0, 2.0]);
+    }
 
     #[test]
     fn the_dense_weight_follows_the_best_cosine() {
@@ -180,11 +232,14 @@ mod tests {
             cosine_exponent in 0.0f64..6.0,
             margin_exponent in 0.0f64..3.0,
             reference in 0.0f64..1.0,
+            coverage_gain in 0.0f64..8.0,
+            coverage_margin in 0.0f64..1.0,
+            coverage in proptest::array::uniform2(-0.5f64..1.5),
         ) {
-            let p = AdaptiveParams { base: [1.0, 1.5], cosine_reference: reference, cosine_exponent, margin_exponent };
-            let w = weights(&p, &lexical, &dense);
+            let p = AdaptiveParams { base: [1.0, 1.5], cosine_reference: reference, cosine_exponent, margin_exponent, coverage_gain, coverage_margin };
+            let w = adaptive_weights(&p, &c(&lexical), &c(&dense), coverage);
             prop_assert!(w.iter().all(|x| x.is_finite() && *x >= 0.0), "{:?}", w);
-            prop_assert_eq!(w, weights(&p, &lexical, &dense));
+            prop_assert_eq!(w, adaptive_weights(&p, &c(&lexical), &c(&dense), coverage));
             prop_assert_eq!(w[0] > 0.0, !lexical.is_empty());
             prop_assert_eq!(w[1] > 0.0, !dense.is_empty());
         }
@@ -203,6 +258,24 @@ mod tests {
             lifted[0] += lift;
             let share = |w: [f64; 2]| w[1] / (w[0] + w[1]);
             prop_assert!(share(weights(&p, &lexical, &lifted)) >= share(weights(&p, &lexical, &sorted)) - 1e-12);
+        }
+
+        #[test]
+        fn more_lexical_coverage_never_lowers_the_lexical_share_and_more_dense_never_raises_it(
+            coverage in proptest::array::uniform2(0.0f64..1.0),
+            lift in 0.0f64..0.5,
+            coverage_gain in 0.0f64..8.0,
+            coverage_margin in 0.0f64..0.5,
+        ) {
+            let p = AdaptiveParams { coverage_gain, coverage_margin, ..PARAMS };
+            let (lexical, dense) = (c(&[9.0, 4.0, 1.0]), c(&[0.7, 0.5, 0.2]));
+            let share = |coverage: [f64; 2]| {
+                let w = adaptive_weights(&p, &lexical, &dense, coverage);
+                w[0] / (w[0] + w[1])
+            };
+            let base = share(coverage);
+            prop_assert!(share([coverage[0] + lift, coverage[1]]) >= base - 1e-12);
+            prop_assert!(share([coverage[0], coverage[1] + lift]) <= base + 1e-12);
         }
     }
 }

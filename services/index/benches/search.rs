@@ -288,8 +288,10 @@ fn bench_context(c: &mut Criterion) {
         stats: None,
         structured: None,
         fields: Vec::new(),
-        // As the router asks: the texts of the passages it returns are fetched after fusion.
+        // As the router asks: the texts of the passages it returns are fetched after fusion,
+        // but for the first three of each list (adaptive fusion reads them).
         defer_texts: true,
+        texts_head: 3,
     };
     c.bench_function("context_search_20k_hybrid", |b| {
         b.iter(|| indexes.search(&request))

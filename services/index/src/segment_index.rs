@@ -2278,6 +2278,18 @@ impl SegmentIndexes {
         // Highlights are made here, from the texts: a search asking for them gets its texts.
         let highlight = structured.as_ref().is_some_and(|s| s.highlight);
         let texts = !request.defer_texts || highlight;
+        // Deferring, the texts of each list's first hits are sent all the same.
+        let head: HashSet<(usize, u64)> = if texts {
+            HashSet::new()
+        } else {
+            let n = request.texts_head as usize;
+            lexical_best
+                .iter()
+                .take(n)
+                .chain(dense_best.iter().take(n))
+                .map(|(n, c)| (*n, c.vector_id))
+                .collect()
+        };
         let mut fetched: HashSet<(usize, u64)> = HashSet::new();
         let mut segments = Vec::new();
         let mut records = Vec::new();
@@ -2303,6 +2315,18 @@ impl SegmentIndexes {
                     }
                 }
             } else {
+                let head_keys: Vec<(u64, &str, u32)> = keys
+                    .iter()
+                    .filter(|(id, _, _)| head.contains(&(n, *id)))
+                    .copied()
+                    .collect();
+                if !head_keys.is_empty() {
+                    // Without them the router fuses without measuring them: not a failure.
+                    match index.fetch(&head_keys, &principals[index.sync_id()]) {
+                        Ok(found) => segments.extend(found.into_iter().flatten().map(|f| f.0)),
+                        Err(err) => tracing::debug!(error = %err, "reading the first hits' texts"),
+                    }
+                }
                 index
                     .records_of(&keys, &principals[index.sync_id()])
                     .into_iter()

@@ -100,6 +100,7 @@ fn search(
         structured: None,
         fields: Vec::new(),
         defer_texts: false,
+        texts_head: 0,
     });
     assert!(response.failures.is_empty(), "{:?}", response.failures);
     response
@@ -658,8 +659,10 @@ proptest! {
                 (0..2).map(|s| (sync_name(s), tokens_of(masks[s]))).collect();
             let query = words(&query_words);
             let vector = unit(combination, signs);
-            // Half the searches leave the texts to a fetch, as the router asks.
+            // Half the searches leave the texts to a fetch, as the router asks, but for those of
+            // each list's first `texts_head` hits.
             let defer_texts = limit % 2 == 0;
+            let texts_head = limit % 3;
             let sync_scopes: Vec<SyncScope> = scopes
                 .iter()
                 .map(|(sync_id, principals)| SyncScope {
@@ -679,6 +682,7 @@ proptest! {
                 structured: None,
                 fields: Vec::new(),
                 defer_texts,
+                texts_head,
             });
             prop_assert!(response.failures.is_empty(), "{:?}", response.failures);
             let fetch_in = |syncs: &[SyncScope], segments: Vec<SegmentRef>| {
@@ -741,7 +745,20 @@ proptest! {
                 prop_assert!(is_visible(&hit.sync_id, &hit.record_id), "{:?}", hit);
             }
             let segments = if defer_texts {
-                prop_assert!(response.segments.is_empty());
+                let head: HashSet<String> = response
+                    .lexical
+                    .iter()
+                    .take(texts_head as usize)
+                    .chain(response.dense.iter().take(texts_head as usize))
+                    .map(|h| h.key())
+                    .collect();
+                let sent: HashSet<String> = response
+                    .segments
+                    .iter()
+                    .map(|s| agentsearch_common::shard::segment_key(&s.sync_id, &s.record_id, s.ordinal))
+                    .collect();
+                prop_assert_eq!(sent.len(), response.segments.len());
+                prop_assert_eq!(sent, head);
                 let mut seen = HashSet::new();
                 let fetched = fetch(
                     hits.iter()
@@ -755,6 +772,9 @@ proptest! {
                         .collect(),
                 );
                 prop_assert!(fetched.failures.is_empty(), "{:?}", fetched.failures);
+                for sent in &response.segments {
+                    prop_assert!(fetched.segments.contains(sent), "{:?}", sent);
+                }
                 fetched.segments
             } else {
                 response.segments.clone()

@@ -26,7 +26,8 @@ use serde::Serialize;
 use crate::Router;
 use crate::tools::batch_request::BatchRequest;
 use crate::tools::plans::difficulty;
-use crate::tools::search::{Ranked, fuse_keyed};
+use crate::tools::search::{Ranked, coverage_terms, fuse_keyed};
+use agentsearch_fusion::COVERAGE_DEPTH;
 
 /// BM25 saturation and length normalisation over plans' use cases.
 const K1: f64 = 1.2;
@@ -208,7 +209,18 @@ impl PlanIndex {
         let mut dense = sorted(cosines.iter().map(|(id, c)| (*id, *c)).collect());
         dense.truncate(limit);
         let weights = [search.lexical_weight, search.dense_weight];
-        let (fused, _) = fuse_keyed(search, weights, &lexical, &dense);
+        // How much of the request each list's best plans' use cases contain.
+        let coverage = match coverage_terms(search, text) {
+            Some(terms) => [&lexical, &dense].map(|list| {
+                list.iter()
+                    .take(COVERAGE_DEPTH)
+                    .filter_map(|(id, _)| self.plans.iter().find(|p| p.id == *id))
+                    .map(|plan| terms.coverage(&[&plan.use_case]))
+                    .fold(0.0, f64::max)
+            }),
+            None => [0.0, 0.0],
+        };
+        let (fused, _) = fuse_keyed(search, weights, &lexical, &dense, coverage);
         let top = fused.first()?.key;
         let plan = self.plans.iter().find(|p| p.id == top)?;
         Some((plan, cosines.get(top).copied().unwrap_or(0.0)))
