@@ -590,9 +590,13 @@ impl Router {
         });
         trace.step("prepare");
 
+        // The query's terms for adaptive fusion's coverage: only when both retrievers take part
+        // (one list alone ranks the same whatever its weight).
+        let lexical_asked = req.mode.lexical() || (typed.is_some() && vector.is_none());
+        let query_terms = coverage_terms(&self.settings.search, &req.query)
+            .filter(|_| lexical_asked && vector.is_some());
         // Fan out; a slow part is hedged, a failed one re-routed to other replicas (see
         // [`crate::cluster::replicas::run_part`]).
-        let query_terms = coverage_terms(&self.settings.search, &req.query);
         let request_for = |scopes: Vec<SyncScope>| ContextSearchRequest {
             project_id: req.project_id.clone(),
             syncs: scopes,
@@ -600,7 +604,7 @@ impl Router {
             vector: vector.as_ref().map(|v| v.to_vec()),
             limit: candidates,
             // A document without words still ranks by its nodes, through the lexical retriever.
-            lexical: req.mode.lexical() || (typed.is_some() && vector.is_none()),
+            lexical: lexical_asked,
             stats: stats.clone(),
             structured: typed.as_ref().map(|(t, _)| t.structured.clone()),
             fields: typed
@@ -772,17 +776,24 @@ impl Router {
             hits.iter().map(|h| (h.key(), f64::from(h.score))).collect()
         };
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
-        // How much of the query each list's best passages contain (a passage whose text the
-        // shard did not send counts as containing nothing).
+        // How much of the query each list's best passages contain, with their records' titles
+        // (a passage whose text the shard did not send counts as containing nothing).
         let coverage = match &query_terms {
-            Some(terms) => [&lexical_keys, &dense_keys].map(|list| {
-                list.iter()
-                    .take(COVERAGE_DEPTH)
-                    .filter_map(|(key, _)| texts.get(key))
-                    .map(|segment| terms.coverage(&[&segment.text]))
-                    .fold(0.0, f64::max)
-            }),
-            None => [0.0, 0.0],
+            Some(terms) if !lexical.is_empty() && !dense.is_empty() => {
+                [&lexical, &dense].map(|list| {
+                    list.iter()
+                        .take(COVERAGE_DEPTH)
+                        .filter_map(|hit| {
+                            let text = &texts.get(&hit.key())?.text;
+                            let title = records
+                                .get(&(hit.sync_id.clone(), hit.record_id.clone()))
+                                .and_then(|r| r.display_name.as_deref());
+                            Some(terms.coverage([text.as_str(), title.unwrap_or("")]))
+                        })
+                        .fold(0.0, f64::max)
+                })
+            }
+            _ => [0.0, 0.0],
         };
         // The project's context model, learned from its feedback, or the deployment's weights.
         let model = self

@@ -723,6 +723,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn examples_keep_their_coverage_and_those_stored_without_it_still_read() {
+        let mut e = example(&[("a", 3.0), ("b", 1.0)], &[("b", 0.6)], &["a"]);
+        e.lists.coverage = [0.75, 0.25];
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<Example>(&json).unwrap(), e);
+        let old = r#"{"lexical":[["a",3.0],["b",1.0]],"dense":[["b",0.6]],"called":["a"]}"#;
+        let read: Example = serde_json::from_str(old).unwrap();
+        assert_eq!(read.lists.coverage, [0.0, 0.0]);
+        assert_eq!(read.lists.lexical, e.lists.lexical);
+        assert_eq!(read.called, e.called);
+    }
+
     fn example(lexical: &[(&str, f32)], dense: &[(&str, f32)], called: &[&str]) -> Example {
         let own = |list: &[(&str, f32)]| list.iter().map(|(n, s)| (n.to_string(), *s)).collect();
         Example {

@@ -17,6 +17,7 @@ use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
     BudgetScope, COVERAGE_DEPTH, FusedItem, MultiPacking, Packing, merge_ranked, pack_queries,
+    tool_coverage,
 };
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
@@ -734,15 +735,29 @@ impl Router {
             .as_ref()
             .map_or([search.lexical_weight, search.dense_weight], |m| m.weights);
         // How much of the query each list's best candidates contain, from the records at hand
-        // (a stand-in without its record counts as containing nothing).
-        let coverage = match coverage_terms(search, q.query) {
-            Some(terms) => [&lexical, &dense].map(|list| {
-                list.iter()
-                    .take(COVERAGE_DEPTH)
-                    .filter_map(|hit| records.get(&hit.name))
-                    .map(|r| terms.coverage(&[&r.name_text(), &r.description, &r.parameter_text()]))
-                    .fold(0.0, f64::max)
-            }),
+        // (a stand-in without its record counts as containing nothing); only when both lists
+        // take part (one list alone ranks the same whatever its weight). A tool's parameter text
+        // (its schema parsed) is produced only if its name and description leave terms missing,
+        // and a tool in both lists is measured once.
+        let terms = coverage_terms(search, q.query).filter(|_| lexical_on && dense_on);
+        let coverage = match terms {
+            Some(terms) => {
+                let mut measured: Vec<(&str, f64)> = Vec::with_capacity(2 * COVERAGE_DEPTH);
+                [&lexical, &dense].map(|list| {
+                    list.iter()
+                        .take(COVERAGE_DEPTH)
+                        .filter_map(|hit| records.get(&hit.name))
+                        .map(|r| {
+                            if let Some(&(_, c)) = measured.iter().find(|(n, _)| *n == r.name) {
+                                return c;
+                            }
+                            let c = tool_coverage(&terms, r);
+                            measured.push((r.name.as_str(), c));
+                            c
+                        })
+                        .fold(0.0, f64::max)
+                })
+            }
             None => [0.0, 0.0],
         };
         let (fused, floor) = fuse(search, weights, &lexical, &dense, coverage);

@@ -459,9 +459,9 @@ pub struct ContextSearchRequest {
     pub structured: Option<String>,
     /// Metadata fields the searched syncs declare, for parsing `structured`.
     pub fields: Vec<FieldDecl>,
-    /// Leave the hits' texts out of the answer (`segments` empty): the caller fetches the texts
-    /// of the passages it returns with [`ShardApi::fetch_segments`]. Ignored with a structured
-    /// query's `highlight` (the fragments are made where the query is parsed).
+    /// Leave the hits' texts out of the answer (`segments` empty but for `texts_head`): the caller
+    /// fetches the texts of the passages it returns with [`ShardApi::fetch_segments`]. Ignored
+    /// with a structured query's `highlight` (the fragments are made where the query is parsed).
     pub defer_texts: bool,
     /// With `defer_texts`: the texts of the first this many hits of each list are in the answer
     /// all the same (adaptive fusion measures how much of the query they contain).
@@ -530,7 +530,8 @@ pub struct ContextSearchResponse {
     /// Visible segments holding at least one query term, over all searched syncs (the lexical
     /// candidates are the best `limit` of these).
     pub lexical_matched: u64,
-    /// The text of every segment in `lexical` or `dense` (none if the request deferred them).
+    /// The text of every segment in `lexical` or `dense` (if the request deferred them: only of
+    /// the first `texts_head` of each list).
     pub segments: Vec<SegmentData>,
     /// The record of every segment in `lexical` or `dense`.
     pub records: Vec<RecordInfo>,

@@ -3,8 +3,9 @@
 //! query analyzed, then three candidates of each list read).
 
 use agentsearch_common::shard::Hit;
+use agentsearch_common::tool::{SideEffect, ToolRecord};
 use agentsearch_fusion::{
-    QueryTerms, RankedList, best_coverage, merge_ranked, pack, reciprocal_rank_fusion,
+    QueryTerms, RankedList, merge_ranked, pack, reciprocal_rank_fusion, tool_coverage,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -53,32 +54,39 @@ fn bench(c: &mut Criterion) {
     c.bench_function("pack_100_budget", |b| {
         b.iter(|| pack(&tokens, 50, Some(4000)))
     });
-    // A tool's fields as the router reads them: name words, description, parameter lines.
-    let tools: Vec<[String; 3]> = (0..6)
-        .map(|i| {
-            [
-                format!("gmail send email {i}"),
-                "Sends an email message to one or more recipients, with optional CC, BCC, \
-                 attachments and a reply-to address; the body may be plain text or HTML."
-                    .to_string(),
-                "recipient_email: The address the message is sent to.\nsubject: Subject line \
-                 of the email.\nbody: Content of the message, text or HTML.\ncc: Addresses \
-                 copied.\nbcc: Addresses copied without being shown.\nattachments: Files to \
-                 attach, by id."
-                    .to_string(),
-            ]
+    // Six tools as the router reads them (three per list): name words, description, and the
+    // parameters (the schema parsed) when those leave query terms missing.
+    let tools: Vec<ToolRecord> = (0..6)
+        .map(|i| ToolRecord {
+            name: format!("GMAIL_SEND_EMAIL_{i}"),
+            integration: "gmail".into(),
+            category: "email".into(),
+            side_effect: SideEffect::Send,
+            description: "Sends an email message to one or more recipients, with optional CC, \
+                          BCC, attachments and a reply-to address; the body may be plain text \
+                          or HTML."
+                .into(),
+            parameters: r#"{"type":"object","properties":{
+                "recipient_email":{"type":"string","description":"The address the message is sent to."},
+                "subject":{"type":"string","description":"Subject line of the email."},
+                "body":{"type":"string","description":"Content of the message, text or HTML."},
+                "cc":{"type":"array","items":{"type":"string"},"description":"Addresses copied."},
+                "attachments":{"type":"array","items":{"type":"string"},"description":"Files to attach, by id."}
+            },"required":["recipient_email","body"]}"#
+                .into(),
+            tokens: 120,
         })
-        .collect();
-    let fields: Vec<[&str; 3]> = tools
-        .iter()
-        .map(|[a, b, c]| [a.as_str(), b.as_str(), c.as_str()])
         .collect();
     c.bench_function("coverage_query_and_2x3_tools", |b| {
         b.iter(|| {
             let terms = QueryTerms::new("send a weekly status email to the whole team");
-            let lexical = best_coverage(&terms, fields[..3].iter().map(|f| &f[..]));
-            let dense = best_coverage(&terms, fields[3..].iter().map(|f| &f[..]));
-            (lexical, dense)
+            let best = |tools: &[ToolRecord]| {
+                tools
+                    .iter()
+                    .map(|t| tool_coverage(&terms, t))
+                    .fold(0.0, f64::max)
+            };
+            [best(&tools[..3]), best(&tools[3..])]
         })
     });
 }

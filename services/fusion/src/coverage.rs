@@ -8,7 +8,9 @@
 //! (Snowball) stem is a prefix of its word but for a final `i` made of `y`, and for three irregular
 //! forms, `dying`, `lying` and `tying`, which are missed).
 
-use agentsearch_common::tool::{STOP_WORDS, each_piece};
+use std::borrow::Cow;
+
+use agentsearch_common::tool::{STOP_WORDS, ToolRecord, each_piece};
 
 /// How many of each list's best candidates adaptive fusion reads the coverage of (it takes the
 /// best of them).
@@ -52,9 +54,19 @@ impl QueryTerms {
         self.terms.is_empty()
     }
 
+    /// The terms, in first-seen order.
+    pub fn terms(&self) -> &[String] {
+        &self.terms
+    }
+
     /// The fraction (0 to 1) of the query's terms that occur in any of `fields` (one candidate's
-    /// text); 0 for a query without terms.
-    pub fn coverage(&self, fields: &[&str]) -> f64 {
+    /// text); 0 for a query without terms. Fields are read in order and only until every term is
+    /// found, so a field that is costly to produce can come last, lazily.
+    pub fn coverage<I, S>(&self, fields: I) -> f64
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
         if self.terms.is_empty() {
             return 0.0;
         }
@@ -62,7 +74,12 @@ impl QueryTerms {
         let mut found = [false; MAX_TERMS];
         let mut missing = self.terms.len();
         let mut word = String::new();
-        for text in fields {
+        let mut fields = fields.into_iter();
+        while missing > 0 {
+            let Some(field) = fields.next() else {
+                break;
+            };
+            let text = field.as_ref();
             each_piece(text, |start, end| {
                 if missing == 0 {
                     return;
@@ -109,6 +126,19 @@ fn lowercase_into(piece: &str, out: &mut String) {
     }
 }
 
+/// A tool's coverage: its name (and integration) words, description and parameter names and
+/// descriptions, the fields BM25 searches. The parameter text (the schema parsed) is produced only
+/// if the others leave terms missing.
+pub fn tool_coverage(query: &QueryTerms, tool: &ToolRecord) -> f64 {
+    let fields = [
+        Cow::Owned(tool.name_text()),
+        Cow::Borrowed(tool.description.as_str()),
+    ]
+    .into_iter()
+    .chain(std::iter::once_with(|| Cow::Owned(tool.parameter_text())));
+    query.coverage(fields)
+}
+
 /// The best coverage among `candidates` (each a candidate's fields), 0 when there are none.
 pub fn best_coverage<'a>(
     query: &QueryTerms,
@@ -116,7 +146,7 @@ pub fn best_coverage<'a>(
 ) -> f64 {
     candidates
         .into_iter()
-        .map(|fields| query.coverage(fields))
+        .map(|fields| query.coverage(fields.iter()))
         .fold(0.0, f64::max)
 }
 
@@ -130,18 +160,24 @@ mod tests {
         let q = QueryTerms::new("Send the weeklyReports to my_team, sending again");
         assert_eq!(q.terms, ["send", "week", "report", "team"]);
         assert!(QueryTerms::new("the of and").is_empty());
-        assert_eq!(QueryTerms::new("").coverage(&["anything"]), 0.0);
+        assert_eq!(QueryTerms::new("").coverage(["anything"]), 0.0);
     }
 
     #[test]
     fn coverage_counts_each_query_term_once_across_fields() {
         let q = QueryTerms::new("send weekly reports to the team");
         assert_eq!(q.len(), 4);
-        assert_eq!(q.coverage(&["sends a report"]), 0.5);
-        assert_eq!(q.coverage(&["report", "REPORTS", "Team"]), 0.5);
-        assert_eq!(q.coverage(&["sendReport", "weekly team"]), 1.0);
-        assert_eq!(q.coverage(&["nothing related"]), 0.0);
-        assert_eq!(q.coverage(&[]), 0.0);
+        assert_eq!(q.coverage(["sends a report"]), 0.5);
+        assert_eq!(q.coverage(["report", "REPORTS", "Team"]), 0.5);
+        assert_eq!(q.coverage(["sendReport", "weekly team"]), 1.0);
+        assert_eq!(q.coverage(["nothing related"]), 0.0);
+        assert_eq!(q.coverage(Vec::<&str>::new()), 0.0);
+        // Every term found: later fields are not produced.
+        let lazy = ["send weekly reports", "team"]
+            .into_iter()
+            .map(String::from)
+            .chain(std::iter::once_with(|| panic!("read past the last term")));
+        assert_eq!(q.coverage(lazy), 1.0);
     }
 
     #[test]
@@ -162,12 +198,12 @@ mod tests {
             b in "[a-zA-Z _.]{0,80}",
         ) {
             let q = QueryTerms::new(&query);
-            let one = q.coverage(&[&a]);
-            let both = q.coverage(&[&a, &b]);
+            let one = q.coverage([&a]);
+            let both = q.coverage([&a, &b]);
             prop_assert!((0.0..=1.0).contains(&one));
             prop_assert!(both >= one);
             // The query's own text contains all of its terms.
-            prop_assert!(q.is_empty() || q.coverage(&[&query]) == 1.0);
+            prop_assert!(q.is_empty() || q.coverage([&query]) == 1.0);
         }
     }
 }

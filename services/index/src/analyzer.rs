@@ -100,6 +100,25 @@ impl TokenStream for PiecesStream<'_> {
 mod tests {
     use super::*;
 
+    /// Adaptive fusion measures coverage in the router with its own analysis of the query: it
+    /// must find the terms the index matches.
+    #[test]
+    fn the_router_s_coverage_terms_are_the_index_terms() {
+        for text in [
+            "Send the weeklyReports to my_team, sending again",
+            "HTTPResponse parsing of the v2.Users endpoint in 2026",
+            "running runs easily happily generously studies capabilities agreed hopping",
+            "Créer un événement ÉTÉ straße",
+            "the of and",
+        ] {
+            assert_eq!(
+                agentsearch_fusion::QueryTerms::new(text).terms(),
+                analyze(text),
+                "{text}"
+            );
+        }
+    }
+
     #[test]
     fn analyzes_identifiers_and_sentences_alike() {
         assert_eq!(analyze("SLACK_POST_MESSAGE"), ["slack", "post", "messag"]);

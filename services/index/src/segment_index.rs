@@ -2315,23 +2315,33 @@ impl SegmentIndexes {
                     }
                 }
             } else {
-                let head_keys: Vec<(u64, &str, u32)> = keys
-                    .iter()
-                    .filter(|(id, _, _)| head.contains(&(n, *id)))
-                    .copied()
-                    .collect();
-                if !head_keys.is_empty() {
-                    // Without them the router fuses without measuring them: not a failure.
-                    match index.fetch(&head_keys, &principals[index.sync_id()]) {
-                        Ok(found) => segments.extend(found.into_iter().flatten().map(|f| f.0)),
-                        Err(err) => tracing::debug!(error = %err, "reading the first hits' texts"),
+                // Records only, but for the first hits: their texts too, read with their records.
+                let principals = &principals[index.sync_id()];
+                let mut found: Vec<Option<(Option<SegmentData>, RecordInfo)>> =
+                    keys.iter().map(|_| None).collect();
+                let (head_at, mut rest_at): (Vec<usize>, Vec<usize>) =
+                    (0..keys.len()).partition(|&i| head.contains(&(n, keys[i].0)));
+                if !head_at.is_empty() {
+                    let head_keys: Vec<(u64, &str, u32)> =
+                        head_at.iter().map(|&i| keys[i]).collect();
+                    match index.fetch(&head_keys, principals) {
+                        Ok(texts) => {
+                            for (&i, f) in head_at.iter().zip(texts) {
+                                found[i] = f.map(|(segment, record)| (Some(segment), record));
+                            }
+                        }
+                        // The router then fuses without measuring them: not a failure.
+                        Err(err) => {
+                            tracing::debug!(error = %err, "reading the first hits' texts");
+                            rest_at.extend(head_at);
+                        }
                     }
                 }
-                index
-                    .records_of(&keys, &principals[index.sync_id()])
-                    .into_iter()
-                    .map(|f| f.map(|record| (None, record)))
-                    .collect()
+                let rest_keys: Vec<(u64, &str, u32)> = rest_at.iter().map(|&i| keys[i]).collect();
+                for (&i, f) in rest_at.iter().zip(index.records_of(&rest_keys, principals)) {
+                    found[i] = f.map(|record| (None, record));
+                }
+                found
             };
             for ((id, record_id, _), found) in want.iter().zip(found) {
                 let Some((segment, record)) = found else {

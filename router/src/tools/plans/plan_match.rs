@@ -215,7 +215,7 @@ impl PlanIndex {
                 list.iter()
                     .take(COVERAGE_DEPTH)
                     .filter_map(|(id, _)| self.plans.iter().find(|p| p.id == *id))
-                    .map(|plan| terms.coverage(&[&plan.use_case]))
+                    .map(|plan| terms.coverage([plan.use_case.as_str()]))
                     .fold(0.0, f64::max)
             }),
             None => [0.0, 0.0],
