@@ -50,7 +50,7 @@ use crate::context::write::RecordWrite;
 use crate::tools::api::{Explain, RetrieverHit};
 use crate::tools::search::{TraceRecorder, coverage_terms, fuse_keyed};
 use crate::{Router, detached};
-use agentsearch_fusion::COVERAGE_DEPTH;
+use agentsearch_fusion::{COVERAGE_DEPTH, coverage_pair};
 use agentsearch_store::STALE_SYNC;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -778,23 +778,15 @@ impl Router {
         let (lexical_keys, dense_keys) = (keyed(&lexical), keyed(&dense));
         // How much of the query each list's best passages contain, with their records' titles
         // (a passage whose text the shard did not send counts as containing nothing).
-        let coverage = match &query_terms {
-            Some(terms) if !lexical.is_empty() && !dense.is_empty() => {
-                [&lexical, &dense].map(|list| {
-                    list.iter()
-                        .take(COVERAGE_DEPTH)
-                        .filter_map(|hit| {
-                            let text = &texts.get(&hit.key())?.text;
-                            let title = records
-                                .get(&(hit.sync_id.clone(), hit.record_id.clone()))
-                                .and_then(|r| r.display_name.as_deref());
-                            Some(terms.coverage([text.as_str(), title.unwrap_or("")]))
-                        })
-                        .fold(0.0, f64::max)
-                })
-            }
-            _ => [0.0, 0.0],
-        };
+        let coverage = query_terms.as_ref().map_or([0.0, 0.0], |terms| {
+            coverage_pair([&lexical[..], &dense[..]], |hit| {
+                let text = &texts.get(&hit.key())?.text;
+                let title = records
+                    .get(&(hit.sync_id.clone(), hit.record_id.clone()))
+                    .and_then(|r| r.display_name.as_deref());
+                Some(terms.coverage([text.as_str(), title.unwrap_or("")]))
+            })
+        });
         // The project's context model, learned from its feedback, or the deployment's weights.
         let model = self
             .ranking_model(crate::tools::feedback::CONTEXT, &req.project_id)

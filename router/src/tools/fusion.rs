@@ -10,8 +10,7 @@ use agentsearch_fusion::{
 
 /// The query's terms when the configured fusion reads how much of the query the lists' best
 /// candidates contain (adaptive fusion with a coverage gain), else `None`: the coverage pair is
-/// then `[0, 0]` and need not be measured. Each list's coverage is the best
-/// [`QueryTerms::coverage`] among its first [`COVERAGE_DEPTH`] candidates.
+/// then `[0, 0]` and need not be measured (see [`agentsearch_fusion::coverage_pair`]).
 pub(crate) fn coverage_terms(search: &SearchConfig, query: &str) -> Option<QueryTerms> {
     if search.fusion != Fusion::Adaptive || search.coverage_gain == 0.0 {
         return None;

@@ -16,8 +16,8 @@ use agentsearch_common::{Error, Result};
 use agentsearch_fusion::budget::result_limit;
 use agentsearch_fusion::tokens::count_tokens;
 use agentsearch_fusion::{
-    BudgetScope, COVERAGE_DEPTH, FusedItem, MultiPacking, Packing, merge_ranked, pack_queries,
-    tool_coverage,
+    BudgetScope, COVERAGE_DEPTH, FusedItem, MultiPacking, Packing, coverage_pair, merge_ranked,
+    pack_queries, tool_coverage,
 };
 use agentsearch_hydrate::{HydratedSchema, HydrationRequest, Outcome};
 use futures::future::join_all;
@@ -739,27 +739,20 @@ impl Router {
         // take part (one list alone ranks the same whatever its weight). A tool's parameter text
         // (its schema parsed) is produced only if its name and description leave terms missing,
         // and a tool in both lists is measured once.
-        let terms = coverage_terms(search, q.query).filter(|_| lexical_on && dense_on);
-        let coverage = match terms {
-            Some(terms) => {
+        let coverage = coverage_terms(search, q.query)
+            .filter(|_| lexical_on && dense_on)
+            .map_or([0.0, 0.0], |terms| {
                 let mut measured: Vec<(&str, f64)> = Vec::with_capacity(2 * COVERAGE_DEPTH);
-                [&lexical, &dense].map(|list| {
-                    list.iter()
-                        .take(COVERAGE_DEPTH)
-                        .filter_map(|hit| records.get(&hit.name))
-                        .map(|r| {
-                            if let Some(&(_, c)) = measured.iter().find(|(n, _)| *n == r.name) {
-                                return c;
-                            }
-                            let c = tool_coverage(&terms, r);
-                            measured.push((r.name.as_str(), c));
-                            c
-                        })
-                        .fold(0.0, f64::max)
+                coverage_pair([&lexical[..], &dense[..]], |hit| {
+                    let r = records.get(&hit.name)?;
+                    if let Some(&(_, c)) = measured.iter().find(|(n, _)| *n == r.name) {
+                        return Some(c);
+                    }
+                    let c = tool_coverage(&terms, r);
+                    measured.push((r.name.as_str(), c));
+                    Some(c)
                 })
-            }
-            None => [0.0, 0.0],
-        };
+            });
         let (fused, floor) = fuse(search, weights, &lexical, &dense, coverage);
         let mut fused: Vec<_> = fused
             .into_iter()

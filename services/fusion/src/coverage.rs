@@ -139,15 +139,16 @@ pub fn tool_coverage(query: &QueryTerms, tool: &ToolRecord) -> f64 {
     query.coverage(fields)
 }
 
-/// The best coverage among `candidates` (each a candidate's fields), 0 when there are none.
-pub fn best_coverage<'a>(
-    query: &QueryTerms,
-    candidates: impl IntoIterator<Item = &'a [&'a str]>,
-) -> f64 {
-    candidates
-        .into_iter()
-        .map(|fields| query.coverage(fields.iter()))
-        .fold(0.0, f64::max)
+/// The coverage pair adaptive fusion reads: for the lexical and the dense list, the best
+/// `measure` among its first [`COVERAGE_DEPTH`] candidates (`None`: a candidate whose text is not
+/// at hand, counted as containing nothing); 0 for a list without any.
+pub fn coverage_pair<T>(lists: [&[T]; 2], mut measure: impl FnMut(&T) -> Option<f64>) -> [f64; 2] {
+    lists.map(|list| {
+        list.iter()
+            .take(COVERAGE_DEPTH)
+            .filter_map(&mut measure)
+            .fold(0.0, f64::max)
+    })
 }
 
 #[cfg(test)]
@@ -181,13 +182,26 @@ mod tests {
     }
 
     #[test]
-    fn best_coverage_takes_the_best_candidate() {
+    fn the_pair_takes_each_list_s_best_of_its_first_candidates() {
         let q = QueryTerms::new("create calendar event");
-        let a: &[&str] = &["calendar"];
-        let b: &[&str] = &["create_event", "in a calendar"];
-        assert_eq!(best_coverage(&q, [a, b]), 1.0);
-        assert_eq!(best_coverage(&q, [a]), 1.0 / 3.0);
-        assert_eq!(best_coverage(&q, std::iter::empty()), 0.0);
+        let texts = [
+            "calendar",
+            "create_event in a calendar",
+            "nothing",
+            "event",
+            "dance",
+        ];
+        let measure = |i: &usize| Some(q.coverage([texts[*i]]));
+        // The fourth lexical candidate is past the depth; a candidate not at hand counts 0.
+        assert_eq!(
+            coverage_pair([&[0, 2, 4, 1], &[3]], measure),
+            [1.0 / 3.0, 1.0 / 3.0]
+        );
+        assert_eq!(coverage_pair([&[0, 1], &[]], measure), [1.0, 0.0]);
+        assert_eq!(
+            coverage_pair::<usize>([&[0, 1], &[3]], |_| None),
+            [0.0, 0.0]
+        );
     }
 
     proptest! {

@@ -12,7 +12,7 @@ pub mod tokens;
 
 pub use adaptive::{AdaptiveParams, adaptive_weights};
 pub use budget::{BudgetScope, MultiPacking, Packing, pack, pack_queries};
-pub use coverage::{COVERAGE_DEPTH, QueryTerms, best_coverage, tool_coverage};
+pub use coverage::{COVERAGE_DEPTH, QueryTerms, coverage_pair, tool_coverage};
 pub use merge::merge_ranked;
 pub use rrf::{FusedItem, RankedList, reciprocal_rank_fusion};
 pub use score::{ScoreFusion, ScoredList, score_fusion};

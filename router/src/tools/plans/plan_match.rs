@@ -27,7 +27,7 @@ use crate::Router;
 use crate::tools::batch_request::BatchRequest;
 use crate::tools::plans::difficulty;
 use crate::tools::search::{Ranked, coverage_terms, fuse_keyed};
-use agentsearch_fusion::COVERAGE_DEPTH;
+use agentsearch_fusion::coverage_pair;
 
 /// BM25 saturation and length normalisation over plans' use cases.
 const K1: f64 = 1.2;
@@ -210,16 +210,12 @@ impl PlanIndex {
         dense.truncate(limit);
         let weights = [search.lexical_weight, search.dense_weight];
         // How much of the request each list's best plans' use cases contain.
-        let coverage = match coverage_terms(search, text) {
-            Some(terms) => [&lexical, &dense].map(|list| {
-                list.iter()
-                    .take(COVERAGE_DEPTH)
-                    .filter_map(|(id, _)| self.plans.iter().find(|p| p.id == *id))
-                    .map(|plan| terms.coverage([plan.use_case.as_str()]))
-                    .fold(0.0, f64::max)
-            }),
-            None => [0.0, 0.0],
-        };
+        let coverage = coverage_terms(search, text).map_or([0.0, 0.0], |terms| {
+            coverage_pair([&lexical[..], &dense[..]], |(id, _)| {
+                let plan = self.plans.iter().find(|p| p.id == *id)?;
+                Some(terms.coverage([plan.use_case.as_str()]))
+            })
+        });
         let (fused, _) = fuse_keyed(search, weights, &lexical, &dense, coverage);
         let top = fused.first()?.key;
         let plan = self.plans.iter().find(|p| p.id == top)?;
